@@ -1,0 +1,17 @@
+/** Success envelopes of decisions §1. */
+
+export interface OkEnvelope<T> {
+  status: 200;
+  message: 'OK';
+  data: T;
+}
+
+/** `{status:200, message:"OK", data}` — the default success shape. */
+export function ok<T>(data: T): OkEnvelope<T> {
+  return { status: 200, message: 'OK', data };
+}
+
+/** `{status:200, message:"OK"}` — deletes. */
+export function okNoData(): { status: 200; message: 'OK' } {
+  return { status: 200, message: 'OK' };
+}

@@ -1,0 +1,48 @@
+/** Service entry point: validated config → app → listen; graceful shutdown on SIGINT/SIGTERM. */
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig } from './config/config.js';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const app = await buildApp(config);
+  const log = app.http.log;
+  let closing = false;
+  const shutdown = (signal: string) => {
+    if (closing) return;
+    closing = true;
+    log.info({ signal }, 'shutting down');
+    app.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+
+  await app.http.listen({ host: config.host, port: config.port });
+  const accounts = await app.services.accounts.listAccounts();
+  if (accounts.length === 0) {
+    log.warn(
+      'no accounts yet: create one with `npm run cli -- accounts create NAME` and a key with ' +
+        '`npm run cli -- keys create NAME`, or start with BOOTSTRAP_API_KEY=sk-<32 lowercase letters/digits>',
+    );
+  }
+  log.info(`voice service ready at ${config.publicUrl} (data in ${config.dataDir})`);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

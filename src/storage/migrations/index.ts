@@ -1,0 +1,7 @@
+/** Versioned migrations, applied in name order at start-up. Add new ones; never edit applied ones. */
+import type { Migration } from 'kysely';
+import * as foundation from './0001-foundation.js';
+
+export const migrations: Record<string, Migration> = {
+  '0001-foundation': foundation,
+};

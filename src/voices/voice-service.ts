@@ -1,0 +1,194 @@
+/**
+ * Voice characters: create, list, detail, delete, professional-cloning upload and version
+ * migration (spec 3.2 and 4.4; migrateV2 follows the same flow one version lower).
+ */
+import { randomUUID } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import { z } from 'zod';
+import { pageSchema } from '../common/paging.js';
+import { AppError, errors } from '../errors/app-error.js';
+import { parseInput } from '../errors/validation.js';
+import type { BlobStore } from '../storage/blob-store.js';
+import type { VoiceRow, VoiceStatus, VoiceVersion } from '../storage/schema.js';
+import { voiceBindingSchema, type EngineCatalog, type VoiceBinding } from './voice-binding.js';
+import type { VoiceStore } from './voice-store.js';
+
+export const VOICE_VERSIONS: readonly VoiceVersion[] = ['v1.0', 'v2.0', 'v3.0', 'v4.0'];
+
+/** The public representation of a voice character. */
+export interface Voice {
+  id: string;
+  name: string;
+  status: VoiceStatus;
+  version: VoiceVersion;
+  language: string;
+  engine: VoiceBinding;
+  metadata: { description: string; withLora: boolean };
+  createdAt: string;
+  updatedAt: string;
+}
+
+const languageSchema = z.string().regex(/^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$/, 'must be a language tag such as en or en-GB');
+
+const createVoiceSchema = z.object({
+  name: z.string().trim().min(1).max(100),
+  engine: voiceBindingSchema.optional(),
+  modelVersion: z.string().optional(),
+  language: languageSchema.optional(),
+  description: z.string().max(1000).optional(),
+});
+
+/** What an operator import may set beyond a create request (CLI). */
+export interface VoiceImport {
+  name: string;
+  version: VoiceVersion;
+  language?: string;
+  description?: string;
+  engine?: VoiceBinding;
+  withLora?: boolean;
+  status?: VoiceStatus;
+}
+
+type MigrationTarget = 'v2.0' | 'v3.0';
+
+export class VoiceService {
+  constructor(
+    private readonly store: VoiceStore,
+    private readonly engines: EngineCatalog,
+    private readonly blobs: BlobStore,
+  ) {}
+
+  /** Creates a voice from an API request; only v3.0 (default) and v4.0 may be created this way. */
+  async create(accountId: string, body: unknown): Promise<Voice> {
+    if (typeof body === 'object' && body !== null && (body as { name?: unknown }).name === undefined) {
+      throw errors.missingField('name');
+    }
+    const input = parseInput(createVoiceSchema, body);
+    if (input.modelVersion !== undefined && input.modelVersion !== 'v3.0' && input.modelVersion !== 'v4.0') {
+      throw new AppError('VOICE_MODEL_VERSION_INVALID', 'modelVersion must be v3.0 or v4.0');
+    }
+    return this.insert(accountId, {
+      name: input.name,
+      version: (input.modelVersion ?? 'v3.0') as VoiceVersion,
+      language: input.language,
+      description: input.description,
+      engine: input.engine,
+    });
+  }
+
+  /** Imports a voice of any version, with or without professional-cloning artifacts (operator CLI). */
+  async importVoice(accountId: string, voice: VoiceImport): Promise<Voice> {
+    if (!VOICE_VERSIONS.includes(voice.version)) {
+      throw new AppError('VOICE_MODEL_VERSION_INVALID', `version must be one of ${VOICE_VERSIONS.join(', ')}`);
+    }
+    return this.insert(accountId, voice);
+  }
+
+  private async insert(accountId: string, v: Partial<VoiceImport> & Pick<VoiceImport, 'name' | 'version'>): Promise<Voice> {
+    const language = v.language ?? 'en';
+    const engine = v.engine ?? this.engines.defaultBinding(language);
+    this.engines.validateBinding(engine);
+    const now = new Date();
+    const row: VoiceRow = {
+      id: randomUUID(),
+      account_id: accountId,
+      name: v.name.trim(),
+      status: v.status ?? 'ready',
+      version: v.version,
+      language,
+      description: v.description ?? '',
+      engine: JSON.stringify(engine),
+      with_lora: v.withLora ?? false,
+      created_at: now,
+      updated_at: now,
+    };
+    await this.store.insert(row);
+    return toVoice(row);
+  }
+
+  async get(accountId: string, id: string): Promise<Voice> {
+    return toVoice(await this.requireRow(accountId, id));
+  }
+
+  /** The engine binding of a ready voice, for synthesis. */
+  async bindingFor(accountId: string, id: string): Promise<VoiceBinding> {
+    const row = await this.requireRow(accountId, id);
+    if (row.status === 'creating') throw new AppError('VOICE_CREATING', `voice ${id} is still being created`);
+    return parseBinding(row);
+  }
+
+  async list(accountId: string, query: { limit?: unknown; offset?: unknown }): Promise<{ items: Voice[]; total: number }> {
+    const { limit, offset } = parseInput(pageSchema, query);
+    const { rows, total } = await this.store.list(accountId, limit, offset);
+    return { items: rows.map(toVoice), total };
+  }
+
+  async delete(accountId: string, id: string): Promise<void> {
+    if (!(await this.store.delete(accountId, id))) throw errors.notFound('VOICE_NOT_FOUND', `voice ${id}`);
+    await this.blobs.deletePrefix(`voices/${id}/`);
+  }
+
+  /** Stores a professional-cloning sample archive; the voice then has LoRA artifacts. */
+  async uploadLora(accountId: string, id: string, archive: Readable): Promise<Voice> {
+    await this.requireRow(accountId, id);
+    await this.blobs.put(`voices/${id}/lora.bin`, archive, 'application/octet-stream');
+    if (!(await this.store.setLora(accountId, id))) throw errors.notFound('VOICE_NOT_FOUND', `voice ${id}`);
+    return this.get(accountId, id);
+  }
+
+  /**
+   * Migrates a voice to v3.0 (spec 3.2) or v2.0. The conditional update makes concurrent calls
+   * safe: exactly one succeeds, the others then see the new version and get NOT_NEEDED.
+   */
+  async migrate(accountId: string, id: string, target: MigrationTarget): Promise<void> {
+    const sources: VoiceVersion[] = target === 'v3.0' ? ['v1.0', 'v2.0'] : ['v1.0'];
+    const row = await this.requireRow(accountId, id);
+    this.checkMigration(row, target);
+    if (await this.store.migrateVersion(accountId, id, sources, target)) return;
+    // Lost a race (or the voice changed meanwhile): report against the current state.
+    const current = await this.requireRow(accountId, id);
+    this.checkMigration(current, target);
+    throw new AppError('VOICE_MIGRATE_NOT_NEEDED', `voice is already ${current.version}`);
+  }
+
+  private checkMigration(row: VoiceRow, target: MigrationTarget): void {
+    if (row.status === 'creating') throw new AppError('VOICE_CREATING', `voice ${row.id} is still being created`);
+    if (row.version === 'v4.0') {
+      throw new AppError('VOICE_MIGRATE_NOT_ALLOWED', `migration to ${target} is not allowed: cross model family (v4.0)`);
+    }
+    if (row.with_lora) {
+      throw new AppError(
+        'VOICE_MIGRATE_NOT_ALLOWED',
+        `migration to ${target} is not allowed: voice has professional-cloning (LoRA) artifacts`,
+      );
+    }
+    const order = VOICE_VERSIONS.indexOf(row.version);
+    if (order >= VOICE_VERSIONS.indexOf(target)) {
+      throw new AppError('VOICE_MIGRATE_NOT_NEEDED', `voice is already ${row.version}`);
+    }
+  }
+
+  private async requireRow(accountId: string, id: string): Promise<VoiceRow> {
+    const row = await this.store.get(accountId, id);
+    if (!row) throw errors.notFound('VOICE_NOT_FOUND', `voice ${id}`);
+    return row;
+  }
+}
+
+function parseBinding(row: VoiceRow): VoiceBinding {
+  return voiceBindingSchema.parse(JSON.parse(row.engine));
+}
+
+function toVoice(row: VoiceRow): Voice {
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    version: row.version,
+    language: row.language,
+    engine: parseBinding(row),
+    metadata: { description: row.description, withLora: row.with_lora },
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}

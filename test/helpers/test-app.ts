@@ -1,0 +1,86 @@
+/**
+ * Builds a real app for HTTP tests: a temporary DATA_DIR and a real embedded database, started
+ * from a migrated PGlite template (initdb once per test run instead of once per app).
+ */
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import { Kysely } from 'kysely';
+import { PGliteDialect } from 'kysely-pglite-dialect';
+import { buildApp, type App } from '../../src/app.js';
+import { loadConfig, type AppConfig } from '../../src/config/config.js';
+import { migrateToLatest } from '../../src/storage/database.js';
+import { migrations } from '../../src/storage/migrations/index.js';
+import type { Database } from '../../src/storage/schema.js';
+
+let template: Promise<Blob> | undefined;
+
+/** A PGlite data-dir dump with every migration applied, cached on disk per migration set. */
+function pgliteTemplate(): Promise<Blob> {
+  template ??= (async () => {
+    const file = join(tmpdir(), `voicegen-pglite-template-${Object.keys(migrations).join('+')}.tar.gz`);
+    const cached = await readFile(file).catch(() => undefined);
+    if (cached) return new Blob([cached]);
+    const pg = await PGlite.create();
+    const db = new Kysely<Database>({ dialect: new PGliteDialect(pg) });
+    await migrateToLatest(db);
+    const dump = await pg.dumpDataDir('gzip');
+    await db.destroy();
+    await writeFile(`${file}.${process.pid}`, Buffer.from(await dump.arrayBuffer()));
+    const { rename } = await import('node:fs/promises');
+    await rename(`${file}.${process.pid}`, file);
+    return dump;
+  })();
+  return template;
+}
+
+export interface TestApp {
+  app: App;
+  /** Base URL when started with `listen: true`. */
+  baseUrl: string;
+  /** A bearer key of a fresh account. */
+  key: string;
+  accountId: string;
+  /** Creates another account with its own key. */
+  newAccount(name?: string): Promise<{ key: string; accountId: string }>;
+  close(): Promise<void>;
+}
+
+let counter = 0;
+
+/** Starts an app on a temporary DATA_DIR with one account; `env` overrides config variables. */
+export async function startTestApp(options: { env?: Record<string, string>; listen?: boolean; dataDir?: string } = {}): Promise<TestApp> {
+  const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'voicegen-test-')));
+  const config: AppConfig = loadConfig({ DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'silent', ...options.env });
+  const app = await buildApp(config, { pgliteTemplate: await pgliteTemplate(), logger: false });
+  let baseUrl = '';
+  if (options.listen) {
+    await app.http.listen({ host: '127.0.0.1', port: 0 });
+    const address = app.http.server.address();
+    if (address === null || typeof address === 'string') throw new Error('no address');
+    baseUrl = `http://127.0.0.1:${address.port}`;
+  }
+  const newAccount = async (name = `acct-${process.pid}-${++counter}`) => {
+    const account = await app.services.accounts.createAccount(name);
+    const { key } = await app.services.accounts.createKey(account.id);
+    return { key, accountId: account.id };
+  };
+  const first = await newAccount();
+  return {
+    app,
+    baseUrl,
+    key: first.key,
+    accountId: first.accountId,
+    newAccount,
+    close: async () => {
+      await app.close();
+      if (options.dataDir === undefined) await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Authorization header for a key. */
+export function bearer(key: string): { authorization: string } {
+  return { authorization: `Bearer ${key}` };
+}
