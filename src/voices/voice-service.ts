@@ -60,7 +60,8 @@ export class VoiceService {
 
   /** Creates a voice from an API request; only v3.0 (default) and v4.0 may be created this way. */
   async create(accountId: string, body: unknown): Promise<Voice> {
-    if (typeof body === 'object' && body !== null && (body as { name?: unknown }).name === undefined) {
+    const name = typeof body === 'object' && body !== null ? (body as { name?: unknown }).name : undefined;
+    if (name === undefined || name === null || (typeof name === 'string' && name.trim() === '')) {
       throw errors.missingField('name');
     }
     const input = parseInput(createVoiceSchema, body);
