@@ -1,5 +1,5 @@
 /** Table types of the service database (PostgreSQL dialect, embedded PGlite or a server). */
-import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
+import type { ColumnType, Insertable, Selectable, Updateable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
 

@@ -70,7 +70,7 @@ export class VoiceService {
     }
     return this.insert(accountId, {
       name: input.name,
-      version: (input.modelVersion ?? 'v3.0') as VoiceVersion,
+      version: input.modelVersion ?? 'v3.0',
       language: input.language,
       description: input.description,
       engine: input.engine,
