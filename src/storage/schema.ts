@@ -48,7 +48,50 @@ export interface SplittersTable {
   updated_at: Timestamp;
 }
 
+export type TaskStatus = 'pending' | 'processing' | 'generated' | 'failed';
+export type PieceStatus = 'pending' | 'processing' | 'generated' | 'failed';
+
+export interface TasksTable {
+  id: string;
+  account_id: string;
+  status: TaskStatus;
+  /** 'contents' or 'splitter': the request shape the task came from. */
+  type: string;
+  /** Random 128-bit token of the stream endpoints' `auth` query parameter. */
+  auth_token: string;
+  /** The request as accepted (JSON text), echoed in metadata. */
+  request: string;
+  characters: number;
+  error: string | null;
+  /** Generation attempts started; a task that keeps crashing the worker is failed, not retried forever. */
+  attempts: number;
+  /** Blob key of the merged finished audio, once stored. */
+  audio_key: string | null;
+  duration_seconds: number | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  generated_at: Timestamp | null;
+}
+
+export interface TaskContentsTable {
+  task_id: string;
+  idx: number;
+  text: string;
+  voice_id: string;
+  /** The voice's engine binding at creation time (JSON text). */
+  binding: string;
+  /** Generation parameters of the piece (JSON text): speechRate, interval, preset, seed, … */
+  params: string;
+  status: PieceStatus;
+  /** Canonical PCM samples produced, once generated. */
+  samples: ColumnType<string | null, number | null, number | null>;
+  audio_key: string | null;
+  generated_at: Timestamp | null;
+}
+
 export interface Database {
+  tasks: TasksTable;
+  task_contents: TaskContentsTable;
   accounts: AccountsTable;
   api_keys: ApiKeysTable;
   voices: VoicesTable;
@@ -60,3 +103,5 @@ export type VoiceRow = Selectable<VoicesTable>;
 export type NewVoiceRow = Insertable<VoicesTable>;
 export type VoiceUpdate = Updateable<VoicesTable>;
 export type SplitterRow = Selectable<SplittersTable>;
+export type TaskRow = Selectable<TasksTable>;
+export type TaskContentRow = Selectable<TaskContentsTable>;

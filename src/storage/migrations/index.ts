@@ -1,7 +1,9 @@
 /** Versioned migrations, applied in name order at start-up. Add new ones; never edit applied ones. */
 import type { Migration } from 'kysely';
 import * as foundation from './0001-foundation.js';
+import * as tasks from './0002-tasks.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-foundation': foundation,
+  '0002-tasks': tasks,
 };

@@ -1,0 +1,148 @@
+/**
+ * Parses a generate request (decisions §4, spec 4.3 "Use with the generate endpoint") into the
+ * pieces to synthesise: `{contents}` directly, or `{text, splitter|splitterId}` through the
+ * splitter, whose utterances are validated exactly like content items.
+ */
+import { z } from 'zod';
+import { AppError, errors } from '../errors/app-error.js';
+import { parseInput } from '../errors/validation.js';
+import type { SplitterConfig } from '../splitter/splitter-config.js';
+import { validateSplitterConfig } from '../splitter/splitter-config.js';
+import { splitText } from '../splitter/split-text.js';
+
+/** One content item as accepted: known keys validated, unknown keys dropped (as the hosted API does). */
+const contentItemSchema = z.object({
+  type: z.string().optional(),
+  text: z.string(),
+  voiceId: z.string().min(1).max(200),
+  promptId: z.string().max(200).optional(),
+  preset: z.enum(['creative', 'balance', 'stable']).optional(),
+  language: z.string().regex(/^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$/).optional(),
+  speechRate: z.number().min(0.5).max(2).default(1),
+  seed: z.number().int().min(0).max(2 ** 32 - 1).optional(),
+  interval: z.number().min(0).max(10).default(0.5),
+  // Hosted-API generation switches: accepted, type-checked, used by engines that know them.
+  vivid: z.boolean().optional(),
+  emo_switch: z.union([z.boolean(), z.array(z.number())]).optional(),
+  break_clone: z.boolean().optional(),
+  flash: z.boolean().optional(),
+  instruct_mode: z.boolean().optional(),
+  reference_mode: z.boolean().optional(),
+});
+
+export type ContentItem = z.output<typeof contentItemSchema>;
+
+/** Generation parameters of one piece, as stored with it. */
+export type PieceParams = Omit<ContentItem, 'type' | 'text' | 'voiceId'>;
+
+export interface PieceInput {
+  text: string;
+  voiceId: string;
+  params: PieceParams;
+}
+
+export interface ParsedGenerateRequest {
+  type: 'contents' | 'splitter';
+  pieces: PieceInput[];
+  /** What the task echoes of the request in its metadata. */
+  echo: Record<string, unknown>;
+}
+
+export interface GenerateLimits {
+  textLength: number;
+  contents: number;
+}
+
+/** Loads a saved splitter's config for the caller (404 / 500 METADATA_INVALID come from there). */
+export type SplitterLookup = (splitterId: string) => Promise<SplitterConfig>;
+
+function parseItem(raw: unknown, where: string, limits: GenerateLimits): PieceInput {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new AppError('TTS_CONTENTS_INVALID', `${where} must be an object`);
+  }
+  const obj = raw as Record<string, unknown>;
+  if (obj.type !== undefined && obj.type !== 'text') {
+    throw new AppError('TTS_CONTENTS_INVALID', `${where}.type must be "text" (got ${JSON.stringify(obj.type)})`);
+  }
+  if (obj.text === undefined) throw errors.missingField(`${where}.text`);
+  if (typeof obj.text === 'string' && obj.text.trim() === '') {
+    throw new AppError('TTS_TEXT_EMPTY', `${where}.text is empty`);
+  }
+  if (typeof obj.text === 'string' && obj.text.length > limits.textLength) throw errors.tooLong(`${where}.text`, limits.textLength);
+  const item = parseInput(contentItemSchema, raw);
+  const { type: _type, text, voiceId, ...params } = item;
+  return { text: text.trim(), voiceId, params };
+}
+
+function parseSplitterText(body: Record<string, unknown>, limits: GenerateLimits): string {
+  if (body.text === undefined || body.text === null) throw errors.missingField('text');
+  if (typeof body.text !== 'string') throw errors.invalidValue('text must be a string');
+  if (body.text.trim() === '') throw new AppError('TTS_TEXT_EMPTY', 'text is empty');
+  if (body.text.length > limits.textLength) throw errors.tooLong('text', limits.textLength);
+  return body.text;
+}
+
+/** Splits `text` with `config` into content pieces; explains an empty result. */
+export function piecesFromSplitter(text: string, config: SplitterConfig, limits: GenerateLimits): PieceInput[] {
+  const utterances = splitText(text, config);
+  if (utterances.length === 0) {
+    throw new AppError(
+      'TTS_TEXT_EMPTY',
+      config.fallbackConfig === undefined
+        ? 'splitting the text produced no utterance: text outside markers is dropped without fallbackConfig, and no marker is followed by text'
+        : 'splitting the text produced no utterance: the text holds only markers',
+    );
+  }
+  if (utterances.length > limits.contents) {
+    throw new AppError('TTS_CONTENTS_INVALID', `the text splits into ${utterances.length} utterances; at most ${limits.contents} are allowed`);
+  }
+  return utterances.map((u, i) => {
+    if (typeof u.params.voiceId !== 'string') {
+      throw new AppError(
+        'TTS_SPLITTER_INVALID',
+        `utterance ${i} (${JSON.stringify(u.text.slice(0, 40))}, marker ${JSON.stringify(u.marker)}) has no voiceId: give its marker a voiceId or add fallbackConfig`,
+      );
+    }
+    return parseItem({ ...u.params, type: 'text', text: u.text }, `utterances[${i}]`, limits);
+  });
+}
+
+/** Validates the request shape and returns its pieces. */
+export async function parseGenerateRequest(
+  body: unknown,
+  limits: GenerateLimits,
+  lookupSplitter: SplitterLookup,
+): Promise<ParsedGenerateRequest> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new AppError('VALIDATION_INVALID_FORMAT', 'request body must be a JSON object');
+  }
+  const b = body as Record<string, unknown>;
+  const has = (k: string) => b[k] !== undefined && b[k] !== null;
+  if (has('splitter') && has('splitterId')) throw errors.conflict('splitter and splitterId are mutually exclusive');
+  if (has('contents') && (has('splitter') || has('splitterId'))) {
+    throw errors.conflict('contents cannot be combined with splitter or splitterId (splitter mode takes text)');
+  }
+  if (has('splitter') || has('splitterId')) {
+    const text = parseSplitterText(b, limits);
+    let config: SplitterConfig;
+    let echo: Record<string, unknown>;
+    if (has('splitter')) {
+      config = validateSplitterConfig(b.splitter);
+      echo = { text, splitter: config };
+    } else {
+      if (typeof b.splitterId !== 'string' || b.splitterId === '') throw errors.invalidValue('splitterId must be a string');
+      config = await lookupSplitter(b.splitterId);
+      echo = { text, splitterId: b.splitterId };
+    }
+    return { type: 'splitter', pieces: piecesFromSplitter(text, config, limits), echo };
+  }
+  if (has('text')) throw errors.conflict('text needs splitter or splitterId; use contents for plain generation');
+  if (!has('contents')) throw errors.missingField('contents');
+  if (!Array.isArray(b.contents)) throw new AppError('TTS_CONTENTS_INVALID', 'contents must be an array');
+  if (b.contents.length === 0) throw new AppError('TTS_CONTENTS_INVALID', 'contents must not be empty');
+  if (b.contents.length > limits.contents) {
+    throw new AppError('TTS_CONTENTS_INVALID', `contents has ${b.contents.length} items; at most ${limits.contents} are allowed`);
+  }
+  const pieces = b.contents.map((item, i) => parseItem(item, `contents[${i}]`, limits));
+  return { type: 'contents', pieces, echo: {} };
+}

@@ -1,0 +1,31 @@
+/** What the stream endpoints need to know about a task (and nothing of billing: spec 4.1 rule 6). */
+import type { PieceStatus, TaskStatus } from '../storage/schema.js';
+
+export interface StreamPieceView {
+  idx: number;
+  /** Seconds of silence after this piece in the full-task stream. */
+  interval: number;
+  status: PieceStatus;
+  /** URL of the piece's finished MP3, once stored. */
+  audioUrl: string | null;
+  /** Instruct/design piece whose engine delivers MP3 itself: its bytes are forwarded unchanged. */
+  instructMode: boolean;
+}
+
+export interface StreamTaskView {
+  id: string;
+  status: TaskStatus;
+  /** The task's static stream token (the `auth` query parameter). */
+  authToken: string;
+  /** URL of the merged finished audio (metadata.audio), once stored. */
+  audioUrl: string | null;
+  pieces: StreamPieceView[];
+}
+
+/** Looks up a task for the stream endpoints by id alone (the auth token is checked by the caller). */
+export interface StreamTaskLookup {
+  /** Throws GENERATE_NOT_FOUND for an unknown id. */
+  streamView(taskId: string): Promise<StreamTaskView>;
+  /** The full stream.mp3 URL of a task, including its auth token. */
+  streamUrl(taskId: string, authToken: string): string;
+}
