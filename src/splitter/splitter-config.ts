@@ -1,0 +1,179 @@
+/**
+ * Validation of a splitter `config` object (spec 2.4 and 4.3, rules 1–6), nothing stricter.
+ *
+ * Decisions where the spec is silent:
+ * - A placeholder entry's contents are free-form; only `voiceId` (string) and `speechRate` (number)
+ *   are type-checked, and only when present. A placeholder without `voiceId` is valid: it inherits
+ *   the voice in force (decisions §7). The same two type checks apply to lookupTable entries and to
+ *   `fallbackConfig`, because their parameters flow into the same typed `UtteranceParams`.
+ * - "Present" means an own property, whatever its value: `{fallbackConfig: null}` is present and
+ *   fails rule 5; it does not count as absent.
+ * - Mark length is counted in Unicode code points, so `【】` and a pair of emoji are 2 characters.
+ * - Rules are checked in spec order (1, 2, then 3–6 key by key in the input's key order); the first
+ *   failure is reported, naming the rule and the path that broke it.
+ * - The result is a deep copy of the input's plain objects and arrays in the input's key order (the
+ *   service returns config "as stored"). Note that JavaScript itself lists integer-like keys
+ *   ("1", "42") before other keys, so such keys cannot keep their written position.
+ */
+import { AppError } from '../errors/app-error.js';
+
+/** Parameters bound to an utterance; keys other than voiceId/speechRate are passed through. */
+export interface UtteranceParams {
+  voiceId?: string;
+  speechRate?: number;
+  [param: string]: unknown;
+}
+
+/** One element of a lookupTable entry's `tags`: a single tag, or tags that must all be present. */
+export type TagElement = string | string[];
+
+/** A lookupTable entry: the tags that select it plus the parameters it binds. */
+export interface LookupEntry extends UtteranceParams {
+  tags: TagElement[];
+}
+
+/** The fallbackConfig entry; unlike other entries it must name a voice. */
+export interface FallbackConfig extends UtteranceParams {
+  voiceId: string;
+}
+
+/** A validated splitter config; every key other than the three reserved ones is a placeholder (see `placeholderEntries`). */
+export interface SplitterConfig {
+  splitterMarks?: string[];
+  lookupTable?: Record<string, LookupEntry>;
+  fallbackConfig?: FallbackConfig;
+  [placeholderKey: string]: unknown;
+}
+
+/** The three reserved config keys; every other key is a placeholder key. */
+export const RESERVED_KEYS: ReadonlySet<string> = new Set(['splitterMarks', 'lookupTable', 'fallbackConfig']);
+
+/** True for a non-null, non-array object (the spec's "non-array object"). */
+export function isPlainRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The placeholder keys of a validated config with their parameters, in config key order. */
+export function placeholderEntries(config: SplitterConfig): Array<[string, UtteranceParams]> {
+  const out: Array<[string, UtteranceParams]> = [];
+  for (const [key, value] of Object.entries(config)) {
+    // Defensive: splitText must never throw, even on a config that skipped validation.
+    if (!RESERVED_KEYS.has(key) && key !== '' && isPlainRecord(value)) out.push([key, value]);
+  }
+  return out;
+}
+
+/** Length in Unicode code points, so a surrogate pair counts once. */
+export function codePointLength(s: string): number {
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
+}
+
+function invalid(message: string): never {
+  throw new AppError('TTS_SPLITTER_INVALID', message);
+}
+
+function describeType(value: unknown): string {
+  if (value === null) return 'null';
+  if (value === undefined) return 'nothing';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+function checkParamTypes(params: Record<string, unknown>, where: string): void {
+  if (Object.hasOwn(params, 'voiceId') && typeof params.voiceId !== 'string') {
+    invalid(`${where}.voiceId must be a string, got ${describeType(params.voiceId)}`);
+  }
+  if (Object.hasOwn(params, 'speechRate') && typeof params.speechRate !== 'number') {
+    invalid(`${where}.speechRate must be a number, got ${describeType(params.speechRate)}`);
+  }
+}
+
+function validatePlaceholder(key: string, value: unknown): void {
+  if (key === '') invalid('placeholder keys must be non-empty strings; config has an empty key ""');
+  const where = `placeholder ${JSON.stringify(key)}`;
+  if (!isPlainRecord(value)) invalid(`${where} must be a non-array object, got ${describeType(value)}`);
+  checkParamTypes(value, where);
+}
+
+function validateLookupTable(table: unknown): void {
+  if (!isPlainRecord(table)) invalid(`lookupTable must be a non-array object, got ${describeType(table)}`);
+  for (const [name, entry] of Object.entries(table)) {
+    const where = `lookupTable[${JSON.stringify(name)}]`;
+    if (!isPlainRecord(entry)) invalid(`${where} must be a non-array object, got ${describeType(entry)}`);
+    const tags = entry.tags;
+    if (!Array.isArray(tags)) invalid(`${where}.tags must be a non-empty array, got ${describeType(tags)}`);
+    if (tags.length === 0) invalid(`${where}.tags must be a non-empty array, got an empty array`);
+    tags.forEach((element: unknown, i) => {
+      if (typeof element === 'string') return;
+      if (!Array.isArray(element))
+        invalid(`${where}.tags[${i}] must be a string or an array of strings, got ${describeType(element)}`);
+      element.forEach((inner: unknown, j) => {
+        if (typeof inner !== 'string')
+          invalid(`${where}.tags[${i}][${j}] must be a string, got ${describeType(inner)}`);
+      });
+    });
+    checkParamTypes(entry, where);
+  }
+}
+
+function validateFallbackConfig(fallback: unknown): void {
+  if (!isPlainRecord(fallback))
+    invalid(`fallbackConfig must be a non-array object, got ${describeType(fallback)}`);
+  if (typeof fallback.voiceId !== 'string') {
+    invalid(`fallbackConfig.voiceId must be a string, got ${describeType(fallback.voiceId)}`);
+  }
+  checkParamTypes(fallback, 'fallbackConfig');
+}
+
+function validateSplitterMarks(marks: unknown): void {
+  if (!Array.isArray(marks)) invalid(`splitterMarks must be an array, got ${describeType(marks)}`);
+  marks.forEach((mark: unknown, i) => {
+    if (typeof mark !== 'string' || codePointLength(mark) !== 2) {
+      const got = typeof mark === 'string' ? `${codePointLength(mark)} characters` : describeType(mark);
+      invalid(`splitterMarks[${i}] must be a string of exactly 2 characters, got ${got}`);
+    }
+  });
+}
+
+/** Deep-copies plain objects and arrays in key order; `defineProperty` keeps a `__proto__` key an ordinary key. */
+export function cloneJson<T>(value: T): T {
+  if (Array.isArray(value)) return value.map((v: unknown) => cloneJson(v)) as T;
+  if (!isPlainRecord(value)) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    Object.defineProperty(out, k, {
+      value: cloneJson(v),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  }
+  return out as T;
+}
+
+/** Checks `config` against spec 4.3 rules 1–6; returns a typed copy in input key order or throws TTS_SPLITTER_INVALID. */
+export function validateSplitterConfig(config: unknown): SplitterConfig {
+  // Rule 1.
+  if (!isPlainRecord(config)) invalid(`config must be a non-array object, got ${describeType(config)}`);
+  const keys = Object.keys(config);
+  // Rule 2.
+  const hasPlaceholder = keys.some((k) => !RESERVED_KEYS.has(k));
+  if (
+    !hasPlaceholder &&
+    !Object.hasOwn(config, 'fallbackConfig') &&
+    !Object.hasOwn(config, 'splitterMarks')
+  ) {
+    invalid('config must contain at least one placeholder key, or fallbackConfig, or splitterMarks');
+  }
+  // Rules 3–6, in the input's key order so the first reported failure is the first one written.
+  for (const key of keys) {
+    const value = config[key];
+    if (key === 'lookupTable') validateLookupTable(value);
+    else if (key === 'fallbackConfig') validateFallbackConfig(value);
+    else if (key === 'splitterMarks') validateSplitterMarks(value);
+    else validatePlaceholder(key, value);
+  }
+  return cloneJson(config);
+}
