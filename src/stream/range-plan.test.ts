@@ -106,11 +106,13 @@ const rows: Row[] = [
   ['U If-Range without Range', U, { ifRangeHeader: ETAG }, live],
   ['U HEAD no Range', U, { method: 'HEAD' }, live],
   [
-    'U HEAD closed range (Range ignored, RFC 9110 §14.2)',
+    'U HEAD closed range available (same answer as GET)',
     U,
     { method: 'HEAD', rangeHeader: 'bytes=0-9' },
-    live,
+    partial(0, 9, '*'),
   ],
+  ['U HEAD open range', U, { method: 'HEAD', rangeHeader: 'bytes=10-' }, live],
+  ['U HEAD If-Range mismatch', U, { method: 'HEAD', rangeHeader: 'bytes=0-9', ifRangeHeader: '"x"' }, live],
   [
     'U HEAD closed range beyond produced never waits',
     U,
@@ -158,13 +160,14 @@ const rows: Row[] = [
   ['F If-Range match, 416', F, { rangeHeader: 'bytes=5000-', ifRangeHeader: ETAG }, unsatisfiable(1000)],
   ['F If-Range without Range', F, { ifRangeHeader: '"x"' }, full(1000)],
   ['F HEAD no Range', F, { method: 'HEAD' }, full(1000)],
-  ['F HEAD with Range (ignored)', F, { method: 'HEAD', rangeHeader: 'bytes=0-9' }, full(1000)],
+  ['F HEAD with Range (same as GET)', F, { method: 'HEAD', rangeHeader: 'bytes=0-9' }, partial(0, 9, 1000)],
   [
-    'F HEAD with unsatisfiable Range (ignored)',
+    'F HEAD with unsatisfiable Range (same as GET)',
     F,
     { method: 'HEAD', rangeHeader: 'bytes=5000-' },
-    full(1000),
+    unsatisfiable(1000),
   ],
+  ['F HEAD If-Range mismatch', F, { method: 'HEAD', rangeHeader: 'bytes=0-9', ifRangeHeader: '"x"' }, full(1000)],
   ...MALFORMED.map((h): Row => [`F malformed ${JSON.stringify(h)}`, F, { rangeHeader: h }, full(1000)]),
 
   // ---- finished and empty: every range is unsatisfiable
@@ -173,7 +176,7 @@ const rows: Row[] = [
   ['E closed', E, { rangeHeader: 'bytes=0-0' }, unsatisfiable(0)],
   ['E suffix', E, { rangeHeader: 'bytes=-5' }, unsatisfiable(0)],
   ['E suffix zero', E, { rangeHeader: 'bytes=-0' }, unsatisfiable(0)],
-  ['E HEAD with Range', E, { method: 'HEAD', rangeHeader: 'bytes=0-' }, full(0)],
+  ['E HEAD with Range', E, { method: 'HEAD', rangeHeader: 'bytes=0-' }, unsatisfiable(0)],
 
   // ---- re-planning after a wait: the session ended before the closed range's last byte
   [
@@ -351,6 +354,7 @@ void describe('resolveRangePlan', () => {
     const r = new FakeResource();
     assert.deepEqual(await resolveRangePlan({ ...req, rangeHeader: 'bytes=0-' }, r), live);
     assert.deepEqual(await resolveRangePlan({ ...req, method: 'HEAD', rangeHeader: 'bytes=0-99' }, r), live);
+    assert.deepEqual(await resolveRangePlan({ ...req, method: 'HEAD', rangeHeader: 'bytes=5000-5999' }, r), live);
     assert.equal(r.waits, 0);
   });
 });

@@ -136,7 +136,8 @@ function ifRangeAllowsRange(ifRange: string | undefined, etag: string): boolean 
  * Plans the response for one GET/HEAD of a possibly-growing session (decisions §5, RFC 9110 §14).
  * Unfinished: 200 live unless a single closed range `a-b` is asked, which waits for byte b (`wait`)
  * and then becomes a 206 `bytes a-b/*`. Finished: 200 with length, 206 for the first satisfiable
- * range (never multipart), or 416.
+ * range (never multipart), or 416. HEAD gets the GET answer's status and headers, but a closed
+ * range not yet produced gets the live 200 instead of a wait.
  */
 export function planRange(input: RangePlanInput): RangePlan {
   const { etag, produced, finalSize } = input;
@@ -153,9 +154,10 @@ export function planRange(input: RangePlanInput): RangePlan {
       ? { kind: 'live', status: 200, etag }
       : { kind: 'full', status: 200, etag, size: finalSize };
 
-  // §14.2: "A server MUST ignore a Range header field received with a request method [...] for
-  // which range handling is not defined" — GET is the only one, so HEAD gets the 200 headers.
-  if (input.method !== 'GET' || input.rangeHeader === undefined) return whole;
+  // HEAD is planned exactly as a GET (RFC 9110 §9.3.2: "the same header fields … as it would have
+  // sent if the request method had been GET"; §14.2 defines range handling for GET, whose answer
+  // HEAD mirrors), except that it never waits: see the `wait` case below.
+  if (input.rangeHeader === undefined) return whole;
   const specs = parseRangeSpecs(input.rangeHeader);
   if (specs === null) return whole;
   if (!ifRangeAllowsRange(input.ifRangeHeader, etag)) return whole;
@@ -167,7 +169,9 @@ export function planRange(input: RangePlanInput): RangePlan {
     const [only] = specs;
     if (specs.length !== 1 || only === undefined || only.kind !== 'int' || only.last === null) return whole;
     const needUntil = only.last + 1;
-    if (produced < needUntil) return { kind: 'wait', etag, needUntil };
+    // A HEAD does not follow the stream: it answers at once with what a GET that did not wait
+    // would get, the live 200 headers.
+    if (produced < needUntil) return input.method === 'HEAD' ? whole : { kind: 'wait', etag, needUntil };
     return { kind: 'partial', status: 206, etag, start: only.first, end: only.last, total: '*' };
   }
 
