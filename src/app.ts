@@ -6,23 +6,32 @@ import { join } from 'node:path';
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AccountService } from './accounts/account-service.js';
+import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
+import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
+import { listEspeakVoices } from './audio/engines/espeak-voices.js';
 import type { AppConfig } from './config/config.js';
 import { AppError } from './errors/app-error.js';
 import { bearerAuth } from './http/auth.js';
 import { accountRoutes } from './http/routes/account.routes.js';
+import { audioRoutes } from './http/routes/audio.routes.js';
 import { healthRoutes } from './http/routes/health.routes.js';
 import { splitterRoutes } from './http/routes/splitter.routes.js';
+import { taskRoutes } from './http/routes/task.routes.js';
 import { voiceRoutes } from './http/routes/voice.routes.js';
 import { createHttpServer } from './http/server.js';
 import { SplitterService } from './splitter/splitter-service.js';
 import { SplitterStore } from './splitter/splitter-store.js';
 import { FsBlobStore } from './storage/blob-store.fs.js';
+import { PieceAudioStore } from './tasks/piece-audio.js';
+import { InProcessTaskEvents } from './tasks/task-events.js';
+import { TaskRunner } from './tasks/task-runner.js';
+import { TaskService } from './tasks/task-service.js';
+import { TaskStore } from './tasks/task-store.js';
 import { openDatabase, type DatabaseHandle } from './storage/database.js';
 import { createEngineCatalog } from './voices/engine-catalog.js';
 import type { EngineCatalog } from './voices/voice-binding.js';
 import { VoiceService } from './voices/voice-service.js';
 import { VoiceStore } from './voices/voice-store.js';
-import { listEspeakVoices } from './audio/engines/espeak-voices.js';
 
 export interface AppOptions {
   /** Start a new embedded database from this PGlite dump (tests), instead of running initdb. */
@@ -37,6 +46,10 @@ export interface Services {
   voices: VoiceService;
   splitters: SplitterService;
   engines: EngineCatalog;
+  synthesis: EngineRegistry;
+  encoders: EncoderPool;
+  tasks: TaskService;
+  runner: TaskRunner;
 }
 
 export interface App {
@@ -75,8 +88,34 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   const voices = new VoiceService(new VoiceStore(database.db), engines, blobs);
   const splitters = new SplitterService(new SplitterStore(database.db), config.limits.splitterName);
 
+  const synthesis = createEngineRegistry({
+    remoteEndpoints: config.remoteEngines,
+    ...(config.synthesisThreads !== undefined && { synthesisThreads: config.synthesisThreads }),
+  });
+  const encoders = createEncoderPool(config.encoderThreads !== undefined ? { size: config.encoderThreads } : {});
+  const events = new InProcessTaskEvents();
+  const taskStore = new TaskStore(database.db);
+  const pieceAudio = new PieceAudioStore(join(config.dataDir, 'work', 'tasks'), events, async (taskId, idx) => {
+    const state = await taskStore.pieceStatus(taskId, idx);
+    if (state === undefined || state.piece === 'failed' || state.task === 'failed') return 'failed';
+    return state.piece === 'generated' ? 'generated' : 'waiting';
+  });
+
   const http = createHttpServer(config, options.logger);
+  const runner = new TaskRunner({
+    store: taskStore,
+    pieceAudio,
+    blobs,
+    encoders,
+    engineFor: (binding) => synthesis.engineFor(binding),
+    events,
+    concurrency: config.generationConcurrency,
+    log: http.log,
+  });
+  const tasks = new TaskService(taskStore, voices, blobs, pieceAudio, config.limits, config.publicUrl, () => runner.wake());
+
   await http.register(healthRoutes(database.db));
+  await http.register(audioRoutes(tasks, blobs));
 
   // Protected routes: bearer key first, then the per-account rate limit.
   await http.register(async (scope) => {
@@ -91,15 +130,20 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     await scope.register(accountRoutes);
     await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
     await scope.register(splitterRoutes(splitters));
+    await scope.register(taskRoutes(tasks, splitters));
   });
 
   await http.ready();
+  await runner.start();
   return {
     http,
     config,
-    services: { database, accounts, voices, splitters, engines },
+    services: { database, accounts, voices, splitters, engines, synthesis, encoders, tasks, runner },
     close: async () => {
       await http.close();
+      await runner.stop();
+      await synthesis.close();
+      await encoders.close();
       await database.close();
     },
   };

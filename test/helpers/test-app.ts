@@ -4,6 +4,7 @@
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely } from 'kysely';
@@ -49,17 +50,29 @@ export interface TestApp {
 
 let counter = 0;
 
+/** An ephemeral port that was free a moment ago. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (address && typeof address === 'object' ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
 /** Starts an app on a temporary DATA_DIR with one account; `env` overrides config variables. */
 export async function startTestApp(options: { env?: Record<string, string>; listen?: boolean; dataDir?: string } = {}): Promise<TestApp> {
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'voicegen-test-')));
-  const config: AppConfig = loadConfig({ DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'silent', ...options.env });
+  // A listening app needs its real port in PUBLIC_URL (the URLs it returns), so pick one first.
+  const port = options.listen ? await freePort() : 0;
+  const config: AppConfig = loadConfig({ DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'silent', ...options.env });
   const app = await buildApp(config, { pgliteTemplate: await pgliteTemplate(), logger: false });
   let baseUrl = '';
   if (options.listen) {
-    await app.http.listen({ host: '127.0.0.1', port: 0 });
-    const address = app.http.server.address();
-    if (address === null || typeof address === 'string') throw new Error('no address');
-    baseUrl = `http://127.0.0.1:${address.port}`;
+    await app.http.listen({ host: '127.0.0.1', port });
+    baseUrl = `http://127.0.0.1:${port}`;
   }
   const newAccount = async (name = `acct-${process.pid}-${++counter}`) => {
     const account = await app.services.accounts.createAccount(name);

@@ -1,0 +1,38 @@
+/**
+ * Stored finished audio (metadata.audio and metadata.contents[n].audio), guarded by the task's
+ * `auth` token like the stream endpoints, served with Range support.
+ */
+import type { FastifyInstance } from 'fastify';
+import { errors } from '../../errors/app-error.js';
+import type { BlobStore } from '../../storage/blob-store.js';
+import type { TaskService } from '../../tasks/task-service.js';
+import { sendBlob } from '../send-blob.js';
+
+interface AudioQuery {
+  auth?: string;
+}
+
+export function audioRoutes(tasks: TaskService, blobs: BlobStore) {
+  return async (app: FastifyInstance): Promise<void> => {
+    app.route<{ Params: { id: string }; Querystring: AudioQuery }>({
+      method: ['GET', 'HEAD'],
+      url: '/api/tts/generate/:id/audio.mp3',
+      exposeHeadRoute: false,
+      handler: async (request, reply) => {
+        const key = await tasks.audioKeyFor(request.params.id, null, request.query.auth);
+        return sendBlob(request, reply, blobs, key, 'audio/mpeg');
+      },
+    });
+    app.route<{ Params: { id: string; contentIndex: string }; Querystring: AudioQuery }>({
+      method: ['GET', 'HEAD'],
+      url: '/api/tts/generate/:id/:contentIndex/audio.mp3',
+      exposeHeadRoute: false,
+      handler: async (request, reply) => {
+        const idx = Number(request.params.contentIndex);
+        if (!/^\d{1,6}$/.test(request.params.contentIndex)) throw errors.notFound('RESOURCE_NOT_FOUND', 'content');
+        const key = await tasks.audioKeyFor(request.params.id, idx, request.query.auth);
+        return sendBlob(request, reply, blobs, key, 'audio/mpeg');
+      },
+    });
+  };
+}

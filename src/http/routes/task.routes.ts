@@ -1,0 +1,33 @@
+/** Generation task routes (decisions §4): create, detail, list, delete. Bearer-protected. */
+import type { FastifyInstance } from 'fastify';
+import type { SplitterService } from '../../splitter/splitter-service.js';
+import type { TaskService } from '../../tasks/task-service.js';
+import { accountOf } from '../auth.js';
+import { ok, okNoData } from '../envelope.js';
+
+interface IdParams {
+  id: string;
+}
+
+export function taskRoutes(tasks: TaskService, splitters: SplitterService) {
+  return async (app: FastifyInstance): Promise<void> => {
+    app.post('/api/tts/generate', async (request) => {
+      const accountId = accountOf(request).id;
+      return ok(await tasks.create(accountId, request.body, (id) => splitters.configFor(accountId, id)));
+    });
+
+    app.get<{ Querystring: Record<string, string> }>('/api/tts/generate', async (request) => {
+      const { items, total } = await tasks.list(accountOf(request).id, request.query);
+      return { ...ok(items), total };
+    });
+
+    app.get<{ Params: IdParams; Querystring: { stream?: string } }>('/api/tts/generate/:id', async (request) =>
+      ok(await tasks.get(accountOf(request).id, request.params.id, request.query)),
+    );
+
+    app.delete<{ Params: IdParams }>('/api/tts/generate/:id', async (request) => {
+      await tasks.delete(accountOf(request).id, request.params.id);
+      return okNoData();
+    });
+  };
+}

@@ -1,0 +1,249 @@
+/**
+ * Generation tasks (decisions §4): creation from contents or splitter mode, detail with billing,
+ * list, delete, and the stream endpoints' view. Generation itself is the TaskRunner's job.
+ */
+import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
+import { pageSchema } from '../common/paging.js';
+import { AppError, errors } from '../errors/app-error.js';
+import { parseInput } from '../errors/validation.js';
+import type { BlobStore } from '../storage/blob-store.js';
+import type { TaskContentRow, TaskRow, TaskStatus } from '../storage/schema.js';
+import type { VoiceService } from '../voices/voice-service.js';
+import { parseGenerateRequest, type GenerateLimits, type PieceParams, type SplitterLookup } from './generate-request.js';
+import type { PieceAudioStore } from './piece-audio.js';
+import type { StreamTaskLookup, StreamTaskView } from './stream-view.js';
+import type { TaskStore } from './task-store.js';
+
+/** Characters per second of speech at speechRate 1, for the estimate before audio exists. */
+const CHARS_PER_SECOND = 14;
+
+export interface TaskContentView {
+  index: number;
+  type: 'text';
+  text: string;
+  voiceId: string;
+  [param: string]: unknown;
+  audio?: string;
+  generatedAt?: string;
+}
+
+/** The public representation of a task. */
+export interface TaskView {
+  id: string;
+  userId: string;
+  status: TaskStatus;
+  type: string;
+  createdAt: string;
+  metadata: {
+    contents: TaskContentView[];
+    characters: number;
+    voices: string[];
+    audio?: string;
+    generatedAt?: string;
+    request?: Record<string, unknown>;
+  };
+  error?: string;
+  streamUrl?: string;
+}
+
+export interface TaskDetailView extends TaskView {
+  credit_used: number;
+  billing: { unit: 'character'; characters: number; credits: number };
+  estimatedDuration: number;
+}
+
+const listQuerySchema = pageSchema.extend({
+  status: z.enum(['pending', 'processing', 'generated', 'failed']).optional(),
+  stream: z.enum(['true', 'false']).optional(),
+});
+
+export class TaskService implements StreamTaskLookup {
+  constructor(
+    private readonly store: TaskStore,
+    private readonly voices: VoiceService,
+    private readonly blobs: BlobStore,
+    private readonly pieceAudio: PieceAudioStore,
+    private readonly limits: GenerateLimits,
+    private readonly publicUrl: string,
+    /** Called after a task is queued, to wake the runner. */
+    private readonly onQueued: () => void,
+  ) {}
+
+  /** Validates and queues a task; voices must exist in the caller's account. */
+  async create(accountId: string, body: unknown, lookupSplitter: SplitterLookup): Promise<TaskDetailView> {
+    const request = await parseGenerateRequest(body, this.limits, lookupSplitter);
+    const bindings = new Map<string, string>();
+    for (const piece of request.pieces) {
+      if (!bindings.has(piece.voiceId)) {
+        bindings.set(piece.voiceId, JSON.stringify(await this.voices.bindingFor(accountId, piece.voiceId)));
+      }
+    }
+    const now = new Date();
+    const id = randomUUID();
+    const characters = request.pieces.reduce((n, p) => n + [...p.text].length, 0);
+    const task: TaskRow = {
+      id,
+      account_id: accountId,
+      status: 'pending',
+      type: request.type,
+      auth_token: randomBytes(16).toString('hex'),
+      request: JSON.stringify(request.echo),
+      characters,
+      error: null,
+      attempts: 0,
+      audio_key: null,
+      duration_seconds: null,
+      created_at: now,
+      updated_at: now,
+      generated_at: null,
+    };
+    const pieces = request.pieces.map((p, idx) => ({
+      task_id: id,
+      idx,
+      text: p.text,
+      voice_id: p.voiceId,
+      binding: bindings.get(p.voiceId) ?? '{}',
+      params: JSON.stringify(p.params),
+      status: 'pending' as const,
+      samples: null,
+      audio_key: null,
+      generated_at: null,
+    }));
+    await this.store.insert({ task, pieces });
+    this.onQueued();
+    return this.detailView(task, await this.store.pieces(id), false);
+  }
+
+  async get(accountId: string, id: string, query: { stream?: unknown } = {}): Promise<TaskDetailView> {
+    const task = await this.requireOwn(accountId, id);
+    return this.detailView(task, await this.store.pieces(id), query.stream === 'true');
+  }
+
+  async list(accountId: string, query: Record<string, unknown>): Promise<{ items: TaskView[]; total: number }> {
+    const q = parseInput(listQuerySchema, query);
+    const { rows, total } = await this.store.list(accountId, q.limit, q.offset, q.status);
+    const pieces = await this.store.piecesOf(rows.map((r) => r.id));
+    const items = rows.map((row) =>
+      this.view(
+        row,
+        pieces.filter((p) => p.task_id === row.id),
+        q.stream === 'true',
+      ),
+    );
+    return { items, total };
+  }
+
+  /** Deletes a finished task and its audio; 403 while it is pending or processing. */
+  async delete(accountId: string, id: string): Promise<void> {
+    const task = await this.requireOwn(accountId, id);
+    if (task.status === 'pending' || task.status === 'processing') {
+      throw new AppError('GENERATE_DELETE_IN_PROGRESS', `task ${id} is ${task.status}; wait until it has finished`);
+    }
+    if (!(await this.store.deleteFinished(accountId, id))) throw errors.notFound('GENERATE_NOT_FOUND', `task ${id}`);
+    await this.blobs.deletePrefix(`tasks/${id}/`);
+    await this.pieceAudio.deleteTask(id);
+  }
+
+  async streamView(taskId: string): Promise<StreamTaskView> {
+    const task = await this.store.get(taskId);
+    if (!task) throw errors.notFound('GENERATE_NOT_FOUND', `task ${taskId}`);
+    const pieces = await this.store.pieces(taskId);
+    return {
+      id: task.id,
+      status: task.status,
+      authToken: task.auth_token,
+      audioUrl: task.audio_key ? this.audioUrl(task, null) : null,
+      pieces: pieces.map((p) => {
+        const params = JSON.parse(p.params) as PieceParams;
+        return {
+          idx: p.idx,
+          interval: params.interval,
+          status: p.status,
+          audioUrl: p.audio_key ? this.audioUrl(task, p.idx) : null,
+          instructMode: params.instruct_mode === true,
+        };
+      }),
+    };
+  }
+
+  streamUrl(taskId: string, authToken: string): string {
+    return `${this.publicUrl}/api/tts/generate/${taskId}/stream.mp3?auth=${authToken}`;
+  }
+
+  /** Stored audio of a task (null) or piece, checked against the task's auth token. */
+  async audioKeyFor(taskId: string, idx: number | null, auth: string | undefined): Promise<string> {
+    if (auth === undefined || auth === '') throw errors.unauthorized('the auth query parameter is required');
+    const task = await this.store.get(taskId);
+    if (!task) throw errors.notFound('GENERATE_NOT_FOUND', `task ${taskId}`);
+    if (!tokensEqual(auth, task.auth_token)) throw errors.forbidden('auth does not match this task');
+    const key = idx === null ? task.audio_key : (await this.store.pieces(taskId)).find((p) => p.idx === idx)?.audio_key;
+    if (!key) throw new AppError('RESOURCE_NOT_FOUND', 'this audio is not stored (yet)');
+    return key;
+  }
+
+  private audioUrl(task: TaskRow, idx: number | null): string {
+    const path = idx === null ? 'audio.mp3' : `${idx}/audio.mp3`;
+    return `${this.publicUrl}/api/tts/generate/${task.id}/${path}?auth=${task.auth_token}`;
+  }
+
+  private async requireOwn(accountId: string, id: string): Promise<TaskRow> {
+    const task = await this.store.get(id);
+    if (!task || task.account_id !== accountId) throw errors.notFound('GENERATE_NOT_FOUND', `task ${id}`);
+    return task;
+  }
+
+  private view(task: TaskRow, pieces: TaskContentRow[], withStream: boolean): TaskView {
+    const view: TaskView = {
+      id: task.id,
+      userId: task.account_id,
+      status: task.status,
+      type: task.type,
+      createdAt: task.created_at.toISOString(),
+      metadata: {
+        contents: pieces.map((p) => {
+          const content: TaskContentView = {
+            index: p.idx,
+            type: 'text',
+            text: p.text,
+            voiceId: p.voice_id,
+            ...(JSON.parse(p.params) as PieceParams),
+          };
+          if (p.audio_key) content.audio = this.audioUrl(task, p.idx);
+          if (p.generated_at) content.generatedAt = p.generated_at.toISOString();
+          return content;
+        }),
+        characters: task.characters,
+        voices: [...new Set(pieces.map((p) => p.voice_id))],
+      },
+    };
+    const echo = JSON.parse(task.request) as Record<string, unknown>;
+    if (Object.keys(echo).length > 0) view.metadata.request = echo;
+    if (task.audio_key) view.metadata.audio = this.audioUrl(task, null);
+    if (task.generated_at) view.metadata.generatedAt = task.generated_at.toISOString();
+    if (task.error) view.error = task.error;
+    if (withStream) view.streamUrl = this.streamUrl(task.id, task.auth_token);
+    return view;
+  }
+
+  private detailView(task: TaskRow, pieces: TaskContentRow[], withStream: boolean): TaskDetailView {
+    const estimate = pieces.reduce((sum, p, i) => {
+      const params = JSON.parse(p.params) as PieceParams;
+      const speech = ([...p.text].length / CHARS_PER_SECOND) * params.speechRate;
+      return sum + speech + (i < pieces.length - 1 ? params.interval : 0);
+    }, 0);
+    return {
+      ...this.view(task, pieces, withStream),
+      credit_used: task.status === 'generated' ? task.characters : 0,
+      billing: { unit: 'character', characters: task.characters, credits: task.characters },
+      estimatedDuration: Math.round((task.duration_seconds ?? estimate) * 1000) / 1000,
+    };
+  }
+}
+
+/** Constant-time comparison of two stream tokens. */
+export function tokensEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
