@@ -2,6 +2,7 @@
  * Opens the service database: embedded PGlite under DATA_DIR by default, or a PostgreSQL server when
  * DATABASE_URL is set — one SQL dialect for both, through Kysely, with versioned migrations.
  */
+import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
@@ -46,7 +47,9 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   } else {
     const dir = join(options.dataDir, 'db');
     await mkdir(dir, { recursive: true });
-    pglite = await PGlite.create(dir, options.pgliteTemplate ? { loadDataDir: options.pgliteTemplate } : {});
+    // A template only seeds a new database; an existing one is opened as it is.
+    const isNew = !existsSync(join(dir, 'PG_VERSION'));
+    pglite = await PGlite.create(dir, isNew && options.pgliteTemplate ? { loadDataDir: options.pgliteTemplate } : {});
     dialect = new PGliteDialect(pglite);
     kind = 'pglite';
   }
