@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { ffmpegErrors, probeAudio } from '../../test/helpers/audio-check.js';
+import { isAppError } from '../errors/app-error.js';
+import { createEncoderPool, type Mp3Encoder } from './encoder-pool.js';
+
+const pool = createEncoderPool({ size: 2 });
+after(() => pool.close());
+
+/** A tone with a little noise: not trivially compressible, fixed seed so runs agree. */
+function signal(samples: number): Int16Array {
+  const out = new Int16Array(samples);
+  let seed = 12345;
+  for (let i = 0; i < samples; i++) {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    out[i] = Math.round(8000 * Math.sin((2 * Math.PI * 330 * i) / 44100) + ((seed % 2001) - 1000));
+  }
+  return out;
+}
+
+async function encodeChunked(encoder: Mp3Encoder, pcm: Int16Array, sizes: readonly number[]): Promise<Uint8Array> {
+  const out: Uint8Array[] = [];
+  for (let o = 0, k = 0; o < pcm.length; k++) {
+    const n = sizes[k % sizes.length] ?? 1;
+    out.push(await encoder.encode(pcm.slice(o, o + n)));
+    o += n;
+  }
+  out.push(await encoder.finish());
+  return Buffer.concat(out);
+}
+
+describe('encoder pool', () => {
+  it('writes untagged 320 kbps CBR, 44.1 kHz stereo MP3 that ffmpeg decodes cleanly', async () => {
+    const mp3 = await encodeChunked(pool.open(), signal(44100 * 2), [11520]);
+    assert.notEqual(Buffer.from(mp3.subarray(0, 3)).toString('latin1'), 'ID3');
+    for (const tag of ['Xing', 'Info']) assert.equal(Buffer.from(mp3).indexOf(tag), -1, `no ${tag} tag`);
+    assert.equal(await ffmpegErrors(mp3), '');
+    const info = await probeAudio(mp3);
+    assert.deepEqual([info.codec, info.sampleRate, info.channels, info.bitRate], ['mp3', 44100, 2, 320000]);
+    assert.ok(info.durationSeconds >= 2 && info.durationSeconds < 2 + 0.052, `duration ${info.durationSeconds}`);
+  });
+
+  it('is deterministic: the same PCM in different chunkings gives identical bytes', async () => {
+    const pcm = signal(44100 * 3 + 77);
+    const whole = await encodeChunked(pool.open(), pcm, [pcm.length]);
+    for (const sizes of [[1152 * 10], [1000], [4410, 17, 3333, 1152]]) {
+      assert.deepEqual(await encodeChunked(pool.open(), pcm, sizes), whole, `chunking ${sizes.join(',')}`);
+    }
+  });
+
+  it('serves many streams at once, each with its own encoder', async () => {
+    const pcm = signal(44100);
+    const results = await Promise.all(Array.from({ length: 6 }, () => encodeChunked(pool.open(), pcm, [5000])));
+    for (const r of results) assert.deepEqual(r, results[0]);
+  });
+
+  it('allows one call in flight and nothing after finish or abort', async () => {
+    const enc = pool.open();
+    const first = enc.encode(signal(4410));
+    await assert.rejects(enc.encode(signal(4410)), /one call in flight/);
+    await first;
+    await enc.finish();
+    await assert.rejects(enc.encode(signal(10)), /finished or aborted/);
+
+    const aborted = pool.open();
+    const pending = aborted.encode(signal(44100));
+    aborted.abort();
+    await assert.rejects(pending, /aborted/);
+    await assert.rejects(aborted.finish(), /finished or aborted/);
+  });
+
+  it('does not detach a view the caller still uses', async () => {
+    const pcm = signal(20000);
+    const enc = pool.open();
+    await enc.encode(pcm.subarray(0, 10000));
+    enc.abort();
+    assert.equal(pcm.length, 20000);
+  });
+
+  it('rejects the pending call of a dead worker instead of hanging, then recovers', async () => {
+    const victims = [pool.open(), pool.open()];
+    // 30 s of PCM keeps the worker busy well past the terminate() below.
+    const pending = victims.map((v) => assert.rejects(v.encode(signal(44100 * 30)), (err) => isAppError(err) && err.code === 'TTS_GENERATE_FAILED'));
+    await pool.terminateWorkers();
+    await Promise.all(pending);
+    await assert.rejects(victims[0]?.encode(signal(10)) ?? Promise.resolve(), (err) => isAppError(err) && err.code === 'TTS_GENERATE_FAILED');
+    const fresh = await encodeChunked(pool.open(), signal(44100), [11520]);
+    assert.equal(await ffmpegErrors(fresh), '');
+  });
+});

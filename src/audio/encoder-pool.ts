@@ -1,0 +1,200 @@
+/**
+ * MP3 encoding off the main thread: a few worker_threads, each hosting many wasm LAME instances.
+ * Each `Mp3Encoder` is one continuous output stream (320 kbps CBR, 44.1 kHz stereo, untagged) and
+ * allows one call in flight, so awaiting each call is the backpressure. A worker that dies rejects
+ * its streams' pending calls and is replaced; other streams are unaffected.
+ */
+import { availableParallelism } from 'node:os';
+import type { Worker } from 'node:worker_threads';
+import { AppError } from '../errors/app-error.js';
+import type { EncoderReply, EncoderRequest } from './encoder-protocol.js';
+import { siblingModuleUrl, startModuleWorker } from './worker-url.js';
+
+/** One MP3 output stream. Feed canonical PCM (44.1 kHz mono s16); flush once with `finish()`. */
+export interface Mp3Encoder {
+  /**
+   * Encodes the next PCM and resolves with the MP3 bytes ready so far (often not frame-aligned,
+   * possibly empty). An array that owns its whole buffer is transferred (detached) to the worker.
+   */
+  encode(pcm: Int16Array): Promise<Uint8Array>;
+  /** Flushes the encoder (pads the last frame) and resolves with the final bytes; the stream is then closed. */
+  finish(): Promise<Uint8Array>;
+  /** Drops the stream and frees its encoder; a pending call rejects. Idempotent, no-op after finish. */
+  abort(): void;
+}
+
+/** Options of `createEncoderPool`. */
+export interface EncoderPoolOptions {
+  /** Worker threads; default min(2, availableParallelism()). */
+  size?: number;
+}
+
+/** A pool of encoder workers; `open()` assigns a new stream to the least-loaded worker. */
+export interface EncoderPool {
+  readonly size: number;
+  /** Opens a new MP3 stream. */
+  open(): Mp3Encoder;
+  /** Kills every worker as a crash would (pending calls reject, fresh workers take their place): recovery hook for a wedged worker, and how tests exercise the crash path. */
+  terminateWorkers(): Promise<void>;
+  /** Stops all workers; open streams reject. */
+  close(): Promise<void>;
+}
+
+/** Creates an encoder pool; close it on shutdown (its workers keep the process alive). */
+export function createEncoderPool(options: EncoderPoolOptions = {}): EncoderPool {
+  return new WorkerEncoderPool(options.size ?? Math.min(2, availableParallelism()));
+}
+
+interface Pending {
+  resolve(mp3: Uint8Array): void;
+  reject(err: Error): void;
+}
+
+type StreamState = 'open' | 'closed' | { failed: Error };
+
+class Stream implements Mp3Encoder {
+  state: StreamState = 'open';
+  pending: Pending | undefined;
+
+  constructor(
+    readonly id: number,
+    private readonly slot: Slot,
+  ) {}
+
+  encode(pcm: Int16Array): Promise<Uint8Array> {
+    // Transfer when the array owns its buffer; copy a view so the caller's other data survives.
+    const owned = pcm.byteOffset === 0 && pcm.byteLength === pcm.buffer.byteLength && pcm.buffer instanceof ArrayBuffer;
+    const data = owned ? pcm : pcm.slice();
+    return this.call({ op: 'encode', id: this.id, pcm: data }, [data.buffer as ArrayBuffer]);
+  }
+
+  finish(): Promise<Uint8Array> {
+    const result = this.call({ op: 'finish', id: this.id }, []);
+    if (this.state === 'open') this.state = 'closed';
+    return result;
+  }
+
+  abort(): void {
+    if (this.state !== 'open' && this.pending === undefined) return;
+    if (this.state === 'open') this.slot.post({ op: 'abort', id: this.id }, []);
+    this.state = 'closed';
+    this.slot.streams.delete(this.id);
+    this.fail(new Error('MP3 encoder aborted'));
+  }
+
+  /** Rejects the pending call, if any (the stream's state is the caller's business). */
+  fail(err: Error): void {
+    const p = this.pending;
+    this.pending = undefined;
+    p?.reject(err);
+  }
+
+  settle(reply: EncoderReply): void {
+    const p = this.pending;
+    this.pending = undefined;
+    if (reply.ok) {
+      if (this.state === 'closed') this.slot.streams.delete(this.id);
+      p?.resolve(reply.mp3);
+    } else {
+      const err = new AppError('TTS_GENERATE_FAILED', `MP3 encoding failed: ${reply.error}`);
+      this.state = { failed: err };
+      this.slot.streams.delete(this.id);
+      p?.reject(err);
+    }
+  }
+
+  private call(req: EncoderRequest, transfer: ArrayBuffer[]): Promise<Uint8Array> {
+    if (typeof this.state === 'object') return Promise.reject(this.state.failed);
+    if (this.state === 'closed') return Promise.reject(new Error('MP3 encoder is already finished or aborted'));
+    if (this.pending !== undefined) return Promise.reject(new Error('MP3 encoder allows one call in flight'));
+    return new Promise<Uint8Array>((resolve, reject) => {
+      this.pending = { resolve, reject };
+      this.slot.post(req, transfer);
+    });
+  }
+}
+
+/** One worker and the streams it hosts. */
+class Slot {
+  readonly streams = new Map<number, Stream>();
+  readonly worker: Worker;
+  readonly exited: Promise<void>;
+
+  constructor(url: URL, onExit: (slot: Slot) => void) {
+    this.worker = startModuleWorker(url);
+    this.worker.on('message', (reply: EncoderReply) => this.streams.get(reply.id)?.settle(reply));
+    // Without an 'error' listener a worker exception would be rethrown in the main thread.
+    this.worker.on('error', () => undefined);
+    this.exited = new Promise((resolve) =>
+      this.worker.once('exit', () => {
+        onExit(this);
+        resolve();
+      }),
+    );
+  }
+
+  post(req: EncoderRequest, transfer: ArrayBuffer[]): void {
+    this.worker.postMessage(req, transfer);
+  }
+
+  /** Fails every stream of this slot with `err` (worker gone). */
+  failAll(err: Error): void {
+    for (const s of this.streams.values()) {
+      s.state = { failed: err };
+      s.fail(err);
+    }
+    this.streams.clear();
+  }
+}
+
+class WorkerEncoderPool implements EncoderPool {
+  private readonly url = siblingModuleUrl(import.meta.url, 'encoder.worker');
+  private readonly slots: Slot[] = [];
+  private nextId = 1;
+  private closed = false;
+
+  constructor(readonly size: number) {
+    if (!Number.isInteger(size) || size < 1) throw new RangeError(`encoder pool size must be a positive integer, got ${size}`);
+    for (let i = 0; i < size; i++) this.slots.push(this.spawn());
+  }
+
+  open(): Mp3Encoder {
+    if (this.closed) throw new Error('encoder pool is closed');
+    let slot = this.slots[0];
+    for (const s of this.slots) if (slot === undefined || s.streams.size < slot.streams.size) slot = s;
+    if (slot === undefined) throw new Error('encoder pool has no workers');
+    const stream = new Stream(this.nextId++, slot);
+    slot.streams.set(stream.id, stream);
+    slot.post({ op: 'open', id: stream.id }, []);
+    return stream;
+  }
+
+  async terminateWorkers(): Promise<void> {
+    const old = [...this.slots];
+    await Promise.all(old.map(async (s) => {
+      await s.worker.terminate();
+      await s.exited;
+    }));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.terminateWorkers();
+  }
+
+  private spawn(): Slot {
+    return new Slot(this.url, (slot) => this.onExit(slot));
+  }
+
+  private onExit(slot: Slot): void {
+    slot.failAll(
+      this.closed
+        ? new Error('encoder pool closed')
+        : new AppError('TTS_GENERATE_FAILED', 'MP3 encoder worker stopped unexpectedly'),
+    );
+    const i = this.slots.indexOf(slot);
+    if (i < 0) return;
+    if (this.closed) this.slots.splice(i, 1);
+    else this.slots[i] = this.spawn();
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * Maps a voice's binding to the engine that speaks it. The embedded espeak engine (and its worker
+ * threads) starts on first use; remote engines exist only for operator-configured endpoint names.
+ */
+import { errors } from '../../errors/app-error.js';
+import type { SpeechEngine, VoiceBinding } from './engine.js';
+import { createEspeakEngine, validateEspeakBinding, type EspeakEngine } from './espeak.engine.js';
+import { createOpenAiEngine, type RemoteEndpoint } from './openai.engine.js';
+
+/** Operator configuration of the engines. */
+export interface EngineRegistryOptions {
+  /** Remote OpenAI-compatible endpoints by name. */
+  remoteEndpoints: Record<string, RemoteEndpoint>;
+  /** espeak worker threads (default min(2, cores)). */
+  synthesisThreads?: number;
+}
+
+/** The engines of one service instance; `close()` on shutdown. */
+export interface EngineRegistry {
+  /** The engine for a binding; VALIDATION_INVALID_VALUE for an unknown remote endpoint name. */
+  engineFor(binding: VoiceBinding): SpeechEngine;
+  /** Checks a binding when a voice is created or changed; VALIDATION_INVALID_VALUE if it cannot be spoken. */
+  validateBinding(binding: VoiceBinding): Promise<void>;
+  /** Stops the engines' worker threads. */
+  close(): Promise<void>;
+}
+
+/** Builds the registry from the operator configuration. */
+export function createEngineRegistry(options: EngineRegistryOptions): EngineRegistry {
+  let espeak: EspeakEngine | undefined;
+  const remotes = new Map<string, SpeechEngine>();
+
+  const remoteFor = (name: string): SpeechEngine => {
+    let engine = remotes.get(name);
+    if (engine === undefined) {
+      // Own-property lookup only: a name like "constructor" must not reach Object.prototype.
+      const endpoint = Object.hasOwn(options.remoteEndpoints, name) ? options.remoteEndpoints[name] : undefined;
+      if (endpoint === undefined) throw errors.invalidValue(`unknown remote TTS endpoint "${name}"`);
+      engine = createOpenAiEngine(name, endpoint);
+      remotes.set(name, engine);
+    }
+    return engine;
+  };
+
+  return {
+    engineFor(binding) {
+      switch (binding.engine) {
+        case 'espeak':
+          espeak ??= createEspeakEngine(options.synthesisThreads === undefined ? {} : { threads: options.synthesisThreads });
+          return espeak;
+        case 'remote':
+          return remoteFor(binding.endpoint);
+      }
+    },
+    async validateBinding(binding) {
+      switch (binding.engine) {
+        case 'espeak':
+          await validateEspeakBinding(binding);
+          return;
+        case 'remote':
+          remoteFor(binding.endpoint);
+          if (binding.voice.trim() === '') throw errors.invalidValue('remote voice name must not be empty');
+          return;
+      }
+    },
+    async close() {
+      await espeak?.close();
+      espeak = undefined;
+    },
+  };
+}

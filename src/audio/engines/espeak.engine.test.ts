@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { rmsDbfs } from '../../../test/helpers/audio-check.js';
+import { isAppError } from '../../errors/app-error.js';
+import { concatPcm } from '../pcm.js';
+import type { SynthesisRequest } from './engine.js';
+import { createEspeakEngine, listEspeakVoices, validateEspeakBinding } from './espeak.engine.js';
+
+const engine = createEspeakEngine({ threads: 2 });
+after(() => engine.close());
+
+const PARAGRAPH =
+  'Speech synthesis turns written text into sound. This engine speaks one sentence at a time. ' +
+  'Each sentence is ready long before the listener needs it. The stream therefore never waits.';
+const WORDS = PARAGRAPH.split(/\s+/).length;
+
+async function speak(req: Partial<SynthesisRequest> & { text: string }, signal = new AbortController().signal): Promise<Int16Array[]> {
+  const chunks: Int16Array[] = [];
+  const full: SynthesisRequest = { voice: { engine: 'espeak', voice: 'en-us' }, speechRate: 1, ...req };
+  for await (const pcm of engine.synthesize(full, signal)) chunks.push(pcm);
+  return chunks;
+}
+
+const isInvalid = (err: unknown): boolean => isAppError(err) && err.code === 'VALIDATION_INVALID_VALUE';
+
+describe('espeak engine', () => {
+  it('speaks non-silent audio of plausible length, one chunk per sentence', async () => {
+    const chunks = await speak({ text: PARAGRAPH });
+    assert.equal(chunks.length, 4);
+    const pcm = concatPcm(chunks);
+    const seconds = pcm.length / 44100;
+    // 175 wpm ≈ 2.9 words/s; allow espeak's pauses and pace a wide margin.
+    const nominal = (WORDS / 175) * 60;
+    assert.ok(seconds > nominal * 0.6 && seconds < nominal * 1.8, `${seconds.toFixed(2)} s for ${WORDS} words`);
+    assert.ok(rmsDbfs(pcm) > -30, `level ${rmsDbfs(pcm).toFixed(1)} dBFS`);
+    for (const c of chunks) assert.ok(rmsDbfs(c) > -35, 'every sentence is audible');
+  });
+
+  it('speechRate 2 takes about twice as long as 1', async () => {
+    const normal = concatPcm(await speak({ text: PARAGRAPH, speechRate: 1 })).length;
+    const slow = concatPcm(await speak({ text: PARAGRAPH, speechRate: 2 })).length;
+    const fast = concatPcm(await speak({ text: PARAGRAPH, speechRate: 0.5 })).length;
+    assert.ok(slow / normal > 1.7 && slow / normal < 2.3, `ratio ${(slow / normal).toFixed(2)}`);
+    assert.ok(fast / normal > 0.4 && fast / normal < 0.65, `ratio ${(fast / normal).toFixed(2)}`);
+  });
+
+  it('applies variant and pitch (different audio, same text)', async () => {
+    const plain = concatPcm(await speak({ text: 'Hello there.' }));
+    const f3 = concatPcm(await speak({ text: 'Hello there.', voice: { engine: 'espeak', voice: 'en-us', variant: 'f3', pitch: 80 } }));
+    assert.ok(rmsDbfs(f3) > -35);
+    assert.notDeepEqual(f3, plain);
+  });
+
+  it('speaks other languages by code, including aliases espeak itself refuses', async () => {
+    for (const voice of ['de', 'en-gb', 'zh', 'gmw/en-US']) {
+      const pcm = concatPcm(await speak({ text: voice === 'zh' ? '你好，世界。' : 'Eins zwei drei.', voice: { engine: 'espeak', voice } }));
+      assert.ok(rmsDbfs(pcm) > -35, `${voice} audible`);
+    }
+  });
+
+  it('rejects unknown voices, variants, pitches and rates as VALIDATION_INVALID_VALUE', async () => {
+    await assert.rejects(speak({ text: 'x', voice: { engine: 'espeak', voice: 'xx-nowhere' } }), isInvalid);
+    await assert.rejects(speak({ text: 'x', voice: { engine: 'espeak', voice: 'en-us', variant: 'nosuch' } }), isInvalid);
+    await assert.rejects(speak({ text: 'x', voice: { engine: 'espeak', voice: 'en-us', pitch: 100 } }), isInvalid);
+    await assert.rejects(speak({ text: 'x', speechRate: 3 }), isInvalid);
+    await assert.rejects(validateEspeakBinding({ engine: 'espeak', voice: 'en-us+f3' }), isInvalid);
+    assert.equal(await validateEspeakBinding({ engine: 'espeak', voice: 'EN-US', variant: 'f3', pitch: 0 }), 'gmw/en-US+f3');
+  });
+
+  it('lists voices and variants', async () => {
+    const { voices, variants } = await listEspeakVoices();
+    assert.ok(voices.length > 100);
+    assert.ok(voices.some((v) => v.languages.some((l) => l.code === 'en-us')));
+    assert.ok(['f3', 'm1', 'klatt', 'whisper'].every((v) => variants.includes(v)));
+  });
+
+  it('stops when the signal is aborted', async () => {
+    const ac = new AbortController();
+    const reason = new Error('stop');
+    let got = 0;
+    await assert.rejects(
+      (async () => {
+        for await (const _ of engine.synthesize({ text: PARAGRAPH, voice: { engine: 'espeak', voice: 'en-us' }, speechRate: 1 }, ac.signal)) {
+          got++;
+          ac.abort(reason);
+        }
+      })(),
+      (err) => err === reason,
+    );
+    assert.equal(got, 1);
+    // The engine is still usable afterwards.
+    assert.ok((await speak({ text: 'Still here.' })).length === 1);
+  });
+
+  it('yields nothing for text without sentences', async () => {
+    assert.deepEqual(await speak({ text: '  \n ' }), []);
+  });
+});

@@ -1,0 +1,153 @@
+/**
+ * The embedded engine: espeak-ng (wasm) in a piscina pool of worker threads. Text is split into
+ * sentences, each synthesised as one task; sentences are yielded in order as soon as each is
+ * ready, with the next one already being synthesised (one-ahead pipelining).
+ */
+import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import { AppError, errors } from '../../errors/app-error.js';
+import { siblingModuleUrl, workerExecArgv } from '../worker-url.js';
+import { SPEECH_RATE_RANGE, type SpeechEngine, type SynthesisRequest, type VoiceBinding } from './engine.js';
+import type { EspeakCatalogue, SynthesizeTask } from './espeak.worker.js';
+import { splitSentences } from './sentences.js';
+
+export type { EspeakCatalogue } from './espeak.worker.js';
+
+/** espeak-ng words per minute at speechRate 1. */
+export const ESPEAK_BASE_WPM = 175;
+/** espeak-ng's default pitch. */
+export const ESPEAK_DEFAULT_PITCH = 50;
+
+/** The espeak engine; `close()` stops its worker threads. */
+export interface EspeakEngine extends SpeechEngine {
+  close(): Promise<void>;
+}
+
+type EspeakBinding = Extract<VoiceBinding, { engine: 'espeak' }>;
+
+const WORKER_URL = siblingModuleUrl(import.meta.url, 'espeak.worker');
+
+function createPool(threads: number): Piscina {
+  return new Piscina({
+    filename: fileURLToPath(WORKER_URL),
+    execArgv: workerExecArgv(WORKER_URL),
+    minThreads: 1,
+    maxThreads: threads,
+    // Keep instances warm between requests; extra threads retire after a quiet minute.
+    idleTimeout: 60_000,
+  });
+}
+
+let catalogueCache: Promise<EspeakCatalogue> | undefined;
+
+function loadCatalogue(pool?: Piscina): Promise<EspeakCatalogue> {
+  catalogueCache ??= (async () => {
+    // Without an engine at hand, a one-off single-thread pool answers and is torn down.
+    const p = pool ?? createPool(1);
+    try {
+      return (await p.run(null, { name: 'catalogue' })) as EspeakCatalogue;
+    } finally {
+      if (pool === undefined) await p.destroy();
+    }
+  })();
+  // A failed load must not be cached forever.
+  catalogueCache.catch(() => (catalogueCache = undefined));
+  return catalogueCache;
+}
+
+/** The voices (with their language codes) and variants the embedded espeak-ng supports; cached per process. */
+export function listEspeakVoices(): Promise<EspeakCatalogue> {
+  return loadCatalogue();
+}
+
+/**
+ * Checks an espeak binding (used when a voice is created and before synthesis) and returns the
+ * espeak voice spec, e.g. 'gmw/en-US+f3'. `voice` must be a voice identifier or a language code of
+ * the catalogue (case-insensitive), `variant` a variant name, `pitch` an integer 0–99.
+ * Throws VALIDATION_INVALID_VALUE otherwise.
+ */
+export async function validateEspeakBinding(binding: EspeakBinding): Promise<string> {
+  return specFor(binding, await loadCatalogue());
+}
+
+function specFor(binding: EspeakBinding, catalogue: EspeakCatalogue): string {
+  const voice = resolveVoice(binding.voice, catalogue);
+  if (voice === undefined) throw errors.invalidValue(`unknown espeak voice "${binding.voice}"`);
+  if (binding.variant !== undefined && !catalogue.variants.includes(binding.variant)) {
+    throw errors.invalidValue(`unknown espeak variant "${binding.variant}"`);
+  }
+  if (binding.pitch !== undefined && !(Number.isInteger(binding.pitch) && binding.pitch >= 0 && binding.pitch <= 99)) {
+    throw errors.invalidValue('espeak pitch must be an integer from 0 to 99');
+  }
+  return binding.variant === undefined ? voice : `${voice}+${binding.variant}`;
+}
+
+/**
+ * The identifier of the voice meant by `wanted`: an identifier, or a language code resolved to the
+ * voice that ranks it best. espeak itself accepts only some codes ('en-us' but not 'en-gb' or 'zh').
+ */
+function resolveVoice(wanted: string, catalogue: EspeakCatalogue): string | undefined {
+  const w = wanted.toLowerCase();
+  const byId = catalogue.voices.find((v) => v.id.toLowerCase() === w);
+  if (byId !== undefined) return byId.id;
+  let best: { id: string; priority: number } | undefined;
+  for (const v of catalogue.voices) {
+    for (const l of v.languages) {
+      if (l.code.toLowerCase() === w && (best === undefined || l.priority < best.priority)) best = { id: v.id, priority: l.priority };
+    }
+  }
+  return best?.id;
+}
+
+/** Creates the espeak engine with `threads` synthesis workers (default min(2, cores)). */
+export function createEspeakEngine(options: { threads?: number } = {}): EspeakEngine {
+  return new PooledEspeakEngine(options.threads ?? Math.min(2, availableParallelism()));
+}
+
+class PooledEspeakEngine implements EspeakEngine {
+  private readonly pool: Piscina;
+
+  constructor(threads: number) {
+    this.pool = createPool(threads);
+  }
+
+  async *synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {
+    if (req.voice.engine !== 'espeak') throw new Error(`espeak engine cannot speak a ${req.voice.engine} voice`);
+    if (!(req.speechRate >= SPEECH_RATE_RANGE.min && req.speechRate <= SPEECH_RATE_RANGE.max)) {
+      throw errors.invalidValue(`speechRate must be between ${SPEECH_RATE_RANGE.min} and ${SPEECH_RATE_RANGE.max}`);
+    }
+    const voice = specFor(req.voice, await loadCatalogue(this.pool));
+    const base = { voice, rate: Math.round(ESPEAK_BASE_WPM / req.speechRate), pitch: req.voice.pitch ?? ESPEAK_DEFAULT_PITCH };
+    const sentences = splitSentences(req.text, req.language ?? req.voice.voice);
+
+    const start = (i: number): Promise<Int16Array> | undefined => {
+      const text = sentences[i];
+      if (text === undefined) return undefined;
+      // Not aborting a running task on purpose: piscina would kill the thread and its warm instance.
+      const task = this.pool.run({ ...base, text } satisfies SynthesizeTask) as Promise<Int16Array>;
+      // Settled later by `await`; this only stops an abandoned look-ahead from being "unhandled".
+      task.catch(() => undefined);
+      return task;
+    };
+
+    let next = start(0);
+    for (let i = 0; next !== undefined; i++) {
+      signal.throwIfAborted();
+      const current = next;
+      next = start(i + 1);
+      let pcm: Int16Array;
+      try {
+        pcm = await current;
+      } catch (err) {
+        throw new AppError('TTS_GENERATE_FAILED', 'espeak-ng synthesis failed', { cause: err });
+      }
+      signal.throwIfAborted();
+      yield pcm;
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.destroy();
+  }
+}

@@ -1,0 +1,42 @@
+/**
+ * Splits text into sentence-sized pieces so engines can synthesise and stream one piece at a time:
+ * the first audio is ready after one sentence instead of the whole text.
+ */
+
+/** Longest piece handed to an engine at once; longer sentences are cut at a comma or space. */
+export const MAX_PIECE_CHARS = 400;
+
+/** Sentences of `text` (trimmed, none empty), using the language's rules when the tag is valid. */
+export function splitSentences(text: string, language?: string, maxChars = MAX_PIECE_CHARS): string[] {
+  const out: string[] = [];
+  for (const { segment } of segmenterFor(language).segment(text)) {
+    const s = segment.trim();
+    if (s.length > 0) out.push(...cutLong(s, maxChars));
+  }
+  return out;
+}
+
+function segmenterFor(language: string | undefined): Intl.Segmenter {
+  try {
+    return new Intl.Segmenter(language, { granularity: 'sentence' });
+  } catch {
+    // Engine voice names like 'gmw/en-US' are not BCP 47 tags; the root rules still split fine.
+    return new Intl.Segmenter('en', { granularity: 'sentence' });
+  }
+}
+
+function cutLong(sentence: string, maxChars: number): string[] {
+  const parts: string[] = [];
+  let rest = sentence;
+  while (rest.length > maxChars) {
+    const window = rest.slice(0, maxChars);
+    // Prefer a clause boundary, then a word boundary; cut hard only inside one enormous word.
+    let cut = Math.max(window.lastIndexOf(', '), window.lastIndexOf('; '), window.lastIndexOf('，'), window.lastIndexOf('、')) + 1;
+    if (cut < maxChars / 2) cut = window.lastIndexOf(' ');
+    if (cut < maxChars / 4) cut = maxChars;
+    parts.push(rest.slice(0, cut).trim());
+    rest = rest.slice(cut).trim();
+  }
+  if (rest.length > 0) parts.push(rest);
+  return parts.filter((p) => p.length > 0);
+}

@@ -1,0 +1,33 @@
+/**
+ * Locating and starting worker modules the same way from source (tests and dev run `.ts` under
+ * tsx) and from the compiled `dist/` (`.js`). Node 20 does not apply `--import` loader hooks
+ * inside worker threads, so under tsx a worker gets tsx's require hook instead and loads the
+ * TypeScript module with `require` (tsx compiles it to CommonJS on the fly).
+ */
+import { createRequire } from 'node:module';
+import { extname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+
+/** URL of `<baseName>.<ext of importMetaUrl>` in the directory of `importMetaUrl`. */
+export function siblingModuleUrl(importMetaUrl: string, baseName: string): URL {
+  const ext = extname(fileURLToPath(importMetaUrl));
+  return new URL(`./${baseName}${ext}`, importMetaUrl);
+}
+
+/** Whether `url` is TypeScript source, i.e. the service runs under tsx. */
+function isTypeScript(url: URL): boolean {
+  return url.pathname.endsWith('.ts');
+}
+
+/** execArgv a worker needs to load `url`: undefined (inherit) for `.js`; plus tsx's require hook for `.ts`. */
+export function workerExecArgv(url: URL): string[] | undefined {
+  if (!isTypeScript(url)) return undefined;
+  return [...process.execArgv, '--require', createRequire(import.meta.url).resolve('tsx/cjs')];
+}
+
+/** Starts a plain worker thread running the module at `url`. */
+export function startModuleWorker(url: URL): Worker {
+  if (!isTypeScript(url)) return new Worker(url);
+  return new Worker(`require(${JSON.stringify(fileURLToPath(url))});`, { eval: true, execArgv: workerExecArgv(url) });
+}
