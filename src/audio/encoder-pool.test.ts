@@ -58,6 +58,7 @@ describe('encoder pool', () => {
     const enc = pool.open();
     const first = enc.encode(signal(4410));
     await assert.rejects(enc.encode(signal(4410)), /one call in flight/);
+    await assert.rejects(enc.finish(), /one call in flight/);
     await first;
     await enc.finish();
     await assert.rejects(enc.encode(signal(10)), /finished or aborted/);

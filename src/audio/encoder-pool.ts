@@ -69,9 +69,7 @@ class Stream implements Mp3Encoder {
   }
 
   finish(): Promise<Uint8Array> {
-    const result = this.call({ op: 'finish', id: this.id }, []);
-    if (this.state === 'open') this.state = 'closed';
-    return result;
+    return this.call({ op: 'finish', id: this.id }, [], true);
   }
 
   abort(): void {
@@ -103,13 +101,15 @@ class Stream implements Mp3Encoder {
     }
   }
 
-  private call(req: EncoderRequest, transfer: ArrayBuffer[]): Promise<Uint8Array> {
+  /** Posts one request; `last` closes the stream once the request is on its way. */
+  private call(req: EncoderRequest, transfer: ArrayBuffer[], last = false): Promise<Uint8Array> {
     if (typeof this.state === 'object') return Promise.reject(this.state.failed);
     if (this.state === 'closed') return Promise.reject(new Error('MP3 encoder is already finished or aborted'));
     if (this.pending !== undefined) return Promise.reject(new Error('MP3 encoder allows one call in flight'));
     return new Promise<Uint8Array>((resolve, reject) => {
       this.pending = { resolve, reject };
       this.slot.post(req, transfer);
+      if (last) this.state = 'closed';
     });
   }
 }
