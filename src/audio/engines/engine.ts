@@ -22,7 +22,7 @@ export type VoiceBinding =
       model?: string;
     };
 
-/** One piece of text to speak. */
+/** One piece of text to speak. Engines ignore the fields they have no use for (decisions §4), e.g. espeak ignores seed and preset. */
 export interface SynthesisRequest {
   text: string;
   voice: VoiceBinding;
