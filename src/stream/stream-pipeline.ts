@@ -1,0 +1,63 @@
+/**
+ * The audio pipeline of one stream session (spec §2.2, decisions §5): the PCM of the task's pieces
+ * in index order as generation produces them, the silence after each (its `interval`) except the
+ * last, all through ONE continuous MP3 encoder; or, per content, that piece alone.
+ */
+import { encodeContinuous, encodePiece, type ContinuousPiece } from '../audio/continuous-encoder.js';
+import type { EncoderPool } from '../audio/encoder-pool.js';
+import type { PieceAudioSource } from '../tasks/piece-audio.js';
+import { pcmChunks } from './pcm-chunks.js';
+
+/** What a pipeline reads from and encodes with. */
+export interface PipelineDeps {
+  pieces: PieceAudioSource;
+  encoders: EncoderPool;
+}
+
+/** One piece of the full-task stream: its index and the seconds of silence after it. */
+export interface PipelinePiece {
+  idx: number;
+  interval: number;
+}
+
+/**
+ * The pieces in index order, each opened only when the previous one has been encoded to its end
+ * (openPiece waits for generation to reach it). The last piece gets no trailing silence.
+ */
+async function* orderedPieces(
+  deps: PipelineDeps,
+  taskId: string,
+  pieces: readonly PipelinePiece[],
+  signal: AbortSignal,
+): AsyncIterable<ContinuousPiece> {
+  const sorted = [...pieces].sort((a, b) => a.idx - b.idx);
+  for (const [n, piece] of sorted.entries()) {
+    const bytes = await deps.pieces.openPiece(taskId, piece.idx, signal);
+    yield { pcm: pcmChunks(bytes), silenceAfterSeconds: n === sorted.length - 1 ? 0 : piece.interval };
+  }
+}
+
+/** MP3 bytes of the whole task: every piece and the silences between them, one encoder. */
+export function fullTaskAudio(
+  deps: PipelineDeps,
+  taskId: string,
+  pieces: readonly PipelinePiece[],
+  signal: AbortSignal,
+): AsyncIterable<Uint8Array> {
+  return encodeContinuous(orderedPieces(deps, taskId, pieces, signal), deps.encoders.open(), signal);
+}
+
+/**
+ * MP3 bytes of one content piece alone, encoded the same way (no silence). Every engine here
+ * delivers PCM, so an instruct-mode piece is encoded too; forwarding an engine's own MP3 unchanged
+ * (spec §8) needs an engine that produces MP3, which the service does not have.
+ */
+export async function* contentAudio(
+  deps: PipelineDeps,
+  taskId: string,
+  idx: number,
+  signal: AbortSignal,
+): AsyncIterable<Uint8Array> {
+  const bytes = await deps.pieces.openPiece(taskId, idx, signal);
+  yield* encodePiece(pcmChunks(bytes), deps.encoders.open(), signal);
+}

@@ -1,0 +1,413 @@
+/**
+ * Stream sessions end to end below HTTP: the real piece store (PieceAudioStore over FsSessionCache,
+ * fed with sine PCM over time), the real encoder pool and continuous encoder, the real session
+ * cache on disk; only the task lookup is an in-memory table.
+ */
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { after, afterEach, beforeEach, describe, test } from 'node:test';
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { encodeContinuous } from '../audio/continuous-encoder.js';
+import { createEncoderPool } from '../audio/encoder-pool.js';
+import { CANONICAL_RATE } from '../audio/pcm.js';
+import { AppError, isAppError } from '../errors/app-error.js';
+import { PieceAudioStore, type PieceState } from '../tasks/piece-audio.js';
+import type { StreamTaskLookup, StreamTaskView } from '../tasks/stream-view.js';
+import { InProcessTaskEvents } from '../tasks/task-events.js';
+import { pcmChunks } from './pcm-chunks.js';
+import { createStreamService, type StreamRequest, type StreamResponse, type StreamService } from './stream-service.js';
+
+const pool = createEncoderPool({ size: 1 });
+after(() => pool.close());
+
+/** A sine tone of `seconds` at `hz`, canonical PCM. */
+function sine(seconds: number, hz: number): Int16Array {
+  const pcm = new Int16Array(Math.round(seconds * CANONICAL_RATE));
+  for (let n = 0; n < pcm.length; n++) pcm[n] = Math.round(8000 * Math.sin((2 * Math.PI * hz * n) / CANONICAL_RATE));
+  return pcm;
+}
+
+async function collect(stream: Readable): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const chunk of stream) parts.push(chunk as Buffer);
+  return Buffer.concat(parts);
+}
+
+/** Reads until the stream fails; returns what arrived and the error. */
+async function collectUntilError(stream: Readable): Promise<{ bytes: Buffer; error: unknown }> {
+  const parts: Buffer[] = [];
+  try {
+    for await (const chunk of stream) parts.push(chunk as Buffer);
+  } catch (error) {
+    return { bytes: Buffer.concat(parts), error };
+  }
+  return { bytes: Buffer.concat(parts), error: undefined };
+}
+
+const sha = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
+
+/** The MP3 the stream must be: the same PCM through a fresh encoder, in one go. */
+async function expectedMp3(pieces: readonly Int16Array[], intervals: readonly number[]): Promise<Buffer> {
+  const parts: Uint8Array[] = [];
+  const input = pieces.map((pcm, i) => ({ pcm: [pcm], silenceAfterSeconds: intervals[i] ?? 0 }));
+  for await (const b of encodeContinuous(input, pool.open())) parts.push(b);
+  return Buffer.concat(parts);
+}
+
+/** A task table, the real piece store, and a generator that writes pieces over time. */
+class Fixture {
+  readonly events = new InProcessTaskEvents();
+  readonly states = new Map<string, PieceState>();
+  readonly views = new Map<string, StreamTaskView>();
+  readonly store: PieceAudioStore;
+  readonly tasks: StreamTaskLookup;
+  service!: StreamService;
+
+  constructor(readonly dir: string) {
+    this.store = new PieceAudioStore(join(dir, 'work'), this.events, async (taskId, idx) =>
+      this.states.get(`${taskId}/${String(idx)}`) ?? 'waiting',
+    );
+    this.tasks = {
+      streamView: async (id) => {
+        const view = this.views.get(id);
+        if (view === undefined) throw new AppError('GENERATE_NOT_FOUND', `task ${id} not found`);
+        return structuredClone(view);
+      },
+      streamUrl: (id, token) => `http://test/api/tts/generate/${id}/stream.mp3?auth=${token}`,
+    };
+  }
+
+  start(idleReclaimMs = 60_000): StreamService {
+    this.service = createStreamService({
+      tasks: this.tasks,
+      pieces: this.store,
+      encoders: pool,
+      cacheDir: join(this.dir, 'stream-cache'),
+      idleReclaimMs,
+    });
+    return this.service;
+  }
+
+  addTask(id: string, intervals: readonly number[], status: StreamTaskView['status'] = 'processing'): StreamTaskView {
+    const view: StreamTaskView = {
+      id,
+      status,
+      authToken: `token-${id}`,
+      audioUrl: null,
+      pieces: intervals.map((interval, idx) => ({ idx, interval, status: 'pending', audioUrl: null, instructMode: false })),
+    };
+    this.views.set(id, view);
+    return view;
+  }
+
+  /** Writes piece `idx` in chunks of `chunk` samples, `delayMs` apart; `failAfter` chunks then fails. */
+  async generatePiece(taskId: string, idx: number, pcm: Int16Array, opts: { chunk?: number; delayMs?: number; failAfter?: number } = {}): Promise<void> {
+    const chunk = opts.chunk ?? 8191;
+    const writer = await this.store.startPiece(taskId, idx);
+    let n = 0;
+    for (let o = 0; o < pcm.length; o += chunk, n++) {
+      if (opts.failAfter !== undefined && n === opts.failAfter) {
+        this.states.set(`${taskId}/${String(idx)}`, 'failed');
+        writer.fail(new AppError('TTS_GENERATE_FAILED', `engine failed on content ${String(idx)}`));
+        return;
+      }
+      await writer.append(pcm.slice(o, o + chunk));
+      if (opts.delayMs !== undefined) await sleep(opts.delayMs);
+    }
+    await writer.finish();
+    this.states.set(`${taskId}/${String(idx)}`, 'generated');
+    this.store.pieceRecorded(taskId, idx);
+  }
+
+  async generate(taskId: string, pieces: readonly Int16Array[], opts: { chunk?: number; delayMs?: number } = {}): Promise<void> {
+    for (const [idx, pcm] of pieces.entries()) await this.generatePiece(taskId, idx, pcm, opts);
+  }
+
+  request(taskId: string, extra: Partial<StreamRequest> & { auth?: string | null; i?: string } = {}): Promise<StreamResponse> {
+    const { auth, i, ...rest } = extra;
+    const query: Record<string, unknown> = { ...(rest.query ?? {}) };
+    if (auth !== null) query.auth = auth ?? `token-${taskId}`;
+    if (i !== undefined) query.i = i;
+    return this.service.stream({ method: 'GET', taskId, signal: new AbortController().signal, ...rest, query });
+  }
+}
+
+function body(response: StreamResponse): Readable {
+  assert.ok(response.body !== null, 'response has a body');
+  return response.body;
+}
+
+async function assertAppError(promise: Promise<unknown>, code: string): Promise<void> {
+  await assert.rejects(promise, (err: unknown) => isAppError(err) && err.code === code);
+}
+
+let fx: Fixture;
+let root: string;
+
+describe('pcmChunks', () => {
+  test('carries odd bytes across chunks and keeps every sample', async () => {
+    const pcm = sine(0.05, 440);
+    const bytes = Buffer.from(pcm.buffer);
+    const cuts = [1, 3, 2, 7, 1, 1, 100, 5];
+    const chunks: Buffer[] = [];
+    for (let o = 0, k = 0; o < bytes.length; k++) {
+      const n = cuts[k % cuts.length] ?? 1;
+      chunks.push(bytes.subarray(o, o + n));
+      o += n;
+    }
+    const out: number[] = [];
+    for await (const samples of pcmChunks(chunks)) out.push(...samples);
+    assert.deepEqual(out, [...pcm]);
+  });
+});
+
+describe('stream sessions', () => {
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), 'stream-service-'));
+    fx = new Fixture(root);
+  });
+  afterEach(async () => {
+    await fx.service.close();
+    await rm(root, { recursive: true, force: true });
+  });
+
+  test('concurrent readers share one pipeline run and get the exact continuous encoding', async () => {
+    fx.start();
+    const pieces = [sine(1.2, 440), sine(0.8, 660), sine(1.0, 550)];
+    const intervals = [0.5, 0.25, 0.5];
+    fx.addTask('t1', intervals);
+    const generation = fx.generate('t1', pieces, { chunk: 4410, delayMs: 5 });
+    const responses = await Promise.all(Array.from({ length: 8 }, () => fx.request('t1')));
+    for (const r of responses) {
+      assert.equal(r.status, 200);
+      assert.equal(r.headers['Content-Length'], undefined, 'live: no length');
+      assert.equal(r.headers['Cache-Control'], 'no-store');
+      assert.equal(r.headers['Content-Type'], 'audio/mpeg');
+    }
+    assert.equal(new Set(responses.map((r) => r.headers.ETag)).size, 1);
+    const bodies = await Promise.all(responses.map((r) => collect(body(r))));
+    await generation;
+    assert.equal(fx.service.pipelineRuns(), 1);
+    const expected = await expectedMp3(pieces, [intervals[0] ?? 0, intervals[1] ?? 0, 0]);
+    for (const b of bodies) assert.equal(sha(b), sha(expected));
+
+    // A late joiner reads the finished cache: 200 with Content-Length, same bytes, same ETag.
+    const late = await fx.request('t1');
+    assert.equal(late.headers['Content-Length'], String(expected.length));
+    assert.equal(late.headers.ETag, responses[0]?.headers.ETag);
+    assert.equal(late.headers['Cache-Control'], 'private, no-cache');
+    assert.equal(sha(await collect(body(late))), sha(expected));
+    assert.equal(fx.service.pipelineRuns(), 1);
+  });
+
+  test('a closed range waits for its bytes; HEAD never waits', async () => {
+    fx.start();
+    fx.addTask('t2', [0.5]);
+    const head = await fx.request('t2', { method: 'HEAD', rangeHeader: 'bytes=0-9999' });
+    assert.equal(head.status, 200, 'HEAD: range not produced yet → live headers at once');
+    assert.equal(head.body, null);
+    assert.equal(head.headers['Transfer-Encoding'], 'chunked');
+    let settled = false;
+    const ranged = fx.request('t2', { rangeHeader: 'bytes=100-9999' }).finally(() => (settled = true));
+    await sleep(50);
+    assert.equal(settled, false, 'the closed range waits while nothing is produced');
+    const generation = fx.generate('t2', [sine(2, 440)]);
+    const r = await ranged;
+    assert.equal(r.status, 206);
+    assert.equal(r.headers['Content-Range'], 'bytes 100-9999/*');
+    assert.equal(r.headers['Content-Length'], '9900');
+    const part = await collect(body(r));
+    await generation;
+    const whole = await collect(body(await fx.request('t2')));
+    assert.deepEqual(part, whole.subarray(100, 10000));
+    assert.equal(fx.service.pipelineRuns(), 1);
+  });
+
+  test('HEAD on a finished session has the GET headers and no body; 416 past the end', async () => {
+    fx.start();
+    fx.addTask('t3', [0.5]);
+    await fx.generate('t3', [sine(0.5, 440)]);
+    await collect(body(await fx.request('t3'))); // read to the end: the session is finished
+    const get = await fx.request('t3', { rangeHeader: 'bytes=10-' });
+    await collect(body(get));
+    const head = await fx.request('t3', { method: 'HEAD', rangeHeader: 'bytes=10-' });
+    assert.deepEqual(head.headers, get.headers);
+    assert.equal(head.status, 206);
+    const size = Number(get.headers['Content-Range']?.split('/')[1]);
+    await assert.rejects(fx.request('t3', { rangeHeader: `bytes=${String(size)}-` }), (err: unknown) => {
+      assert.ok(isAppError(err));
+      assert.equal(err.status, 416);
+      assert.equal(err.headers['Content-Range'], `bytes */${String(size)}`);
+      return true;
+    });
+  });
+
+  test('an idle session is reclaimed: cache file deleted, rebuilt with a new ETag, same bytes', async () => {
+    fx.start(150);
+    fx.addTask('t4', [0.5]);
+    await fx.generate('t4', [sine(0.6, 440)]);
+    const first = await fx.request('t4');
+    const firstBytes = await collect(body(first));
+    const runDir = (await readdir(join(root, 'stream-cache')))[0] ?? '';
+    assert.equal((await readdir(join(root, 'stream-cache', runDir))).length, 1);
+    await sleep(400);
+    assert.deepEqual(await readdir(join(root, 'stream-cache', runDir)), [], 'cache file deleted');
+    const second = await fx.request('t4');
+    assert.notEqual(second.headers.ETag, first.headers.ETag);
+    assert.equal(sha(await collect(body(second))), sha(firstBytes));
+    assert.equal(fx.service.pipelineRuns(), 2);
+  });
+
+  test('an attached reader keeps the session; the idle window restarts when it detaches', async () => {
+    fx.start(150);
+    fx.addTask('t5', [0.5]);
+    await fx.generate('t5', [sine(3, 440)]);
+    const first = await fx.request('t5');
+    const reader = body(first);
+    // Hold the reader, unread, for longer than the idle time.
+    await sleep(400);
+    const again = await fx.request('t5', { method: 'HEAD' });
+    assert.equal(again.headers.ETag, first.headers.ETag, 'not reclaimed while a reader is attached');
+    await collect(reader);
+    await sleep(100);
+    assert.equal((await fx.request('t5', { method: 'HEAD' })).headers.ETag, first.headers.ETag, 'window restarted on detach');
+    await sleep(400);
+    assert.notEqual((await fx.request('t5', { method: 'HEAD' })).headers.ETag, first.headers.ETag);
+    assert.equal(fx.service.pipelineRuns(), 2);
+  });
+
+  test('a pipeline failure truncates live readers and the next request rebuilds', async () => {
+    fx.start();
+    fx.addTask('t6', [0.5, 0.5, 0.5]);
+    const reader = fx.request('t6');
+    const generation = (async () => {
+      await fx.generatePiece('t6', 0, sine(1, 440), { delayMs: 2 });
+      await fx.generatePiece('t6', 1, sine(1, 550), { delayMs: 2 });
+      await fx.generatePiece('t6', 2, sine(1, 660), { delayMs: 2, failAfter: 3 });
+    })();
+    const first = await reader;
+    const { bytes, error } = await collectUntilError(body(first));
+    await generation;
+    assert.ok(isAppError(error) && error.code === 'TTS_GENERATE_FAILED', `reader error: ${String(error)}`);
+    assert.ok(bytes.length > 10_000, 'bytes flowed before the failure');
+
+    // Generation is retried (the task is still processing): a new build with a new ETag.
+    const retry = fx.generatePiece('t6', 2, sine(1, 660));
+    const second = await fx.request('t6');
+    assert.notEqual(second.headers.ETag, first.headers.ETag);
+    const whole = await collect(body(second));
+    await retry;
+    assert.equal(fx.service.pipelineRuns(), 2);
+    assert.equal(sha(whole), sha(await expectedMp3([sine(1, 440), sine(1, 550), sine(1, 660)], [0.5, 0.5, 0])));
+  });
+
+  test('a failure before any byte of a response is thrown (becomes a JSON error)', async () => {
+    fx.start();
+    fx.addTask('t7', [0.5]);
+    const ranged = fx.request('t7', { rangeHeader: 'bytes=0-99' });
+    await sleep(20);
+    await fx.generatePiece('t7', 0, sine(1, 440), { failAfter: 0 });
+    await assertAppError(ranged, 'TTS_GENERATE_FAILED');
+  });
+
+  test('branches: 302, STREAM_NOT_READY, auth, i, content index', async () => {
+    fx.start();
+    const view = fx.addTask('t8', [0.5, 0.5]);
+    await assertAppError(fx.request('t8', { auth: null }), 'AUTH_UNAUTHORIZED');
+    await assertAppError(fx.request('t8', { auth: '' }), 'AUTH_UNAUTHORIZED');
+    await assertAppError(fx.request('nope', { auth: 'x' }), 'GENERATE_NOT_FOUND');
+    await assertAppError(fx.request('t8', { auth: 'token-t9' }), 'AUTH_FORBIDDEN');
+    await assertAppError(fx.request('t8', { i: 'a b' }), 'VALIDATION_INVALID_VALUE');
+    await assertAppError(fx.request('t8', { i: 'x'.repeat(65) }), 'VALIDATION_INVALID_VALUE');
+    await assertAppError(fx.request('t8', { query: { i: ['a', 'b'] } }), 'VALIDATION_INVALID_VALUE');
+    await assertAppError(fx.request('t8', { query: { 'response-content-disposition': 'attachment; filename="a\nb"' } }), 'VALIDATION_INVALID_VALUE');
+    await assertAppError(fx.request('t8', { contentIndex: '2' }), 'RESOURCE_NOT_FOUND');
+    await assertAppError(fx.request('t8', { contentIndex: '01' }), 'RESOURCE_NOT_FOUND');
+    assert.equal(fx.service.pipelineRuns(), 0, 'no pipeline for rejected requests');
+
+    for (const status of ['pending', 'failed'] as const) {
+      view.status = status;
+      await assertAppError(fx.request('t8'), 'STREAM_NOT_READY');
+      await assertAppError(fx.request('t8', { contentIndex: '1' }), 'STREAM_NOT_READY');
+    }
+    view.status = 'generated';
+    view.audioUrl = 'http://test/blobs/t8.mp3';
+    const pieceView = view.pieces[1];
+    assert.ok(pieceView);
+    pieceView.audioUrl = 'http://test/blobs/t8-1.mp3';
+    assert.deepEqual(await fx.request('t8'), { status: 302, headers: { Location: 'http://test/blobs/t8.mp3' }, body: null });
+    assert.equal((await fx.request('t8', { contentIndex: '1' })).headers.Location, 'http://test/blobs/t8-1.mp3');
+    assert.equal(
+      (await fx.service.pseudoStream('t8', '1', { auth: 'token-t8' })).headers.Location,
+      'http://test/blobs/t8-1.mp3',
+    );
+    await assertAppError(fx.service.pseudoStream('t8', '0', { auth: 'token-t8' }), 'STREAM_NOT_READY');
+    await assertAppError(fx.service.pseudoStream('t8', '0', {}), 'AUTH_UNAUTHORIZED');
+    assert.deepEqual(await fx.service.streamUrl('t8', { auth: 'token-t8' }), {
+      url: 'http://test/api/tts/generate/t8/stream.mp3?auth=token-t8',
+    });
+    await assertAppError(fx.service.streamUrl('t8', { auth: 'bad' }), 'AUTH_FORBIDDEN');
+    assert.equal(fx.service.pipelineRuns(), 0, 'redirects never start a pipeline');
+  });
+
+  test('`i` and the content index key separate sessions; per-content is the piece alone', async () => {
+    fx.start();
+    fx.addTask('t9', [0.5, 0.5]);
+    const pieces = [sine(0.5, 440), sine(0.7, 550)];
+    await fx.generate('t9', pieces);
+    const a = await fx.request('t9', { method: 'HEAD' });
+    const b = await fx.request('t9', { method: 'HEAD', i: 'player-2' });
+    const a2 = await fx.request('t9', { method: 'HEAD', query: { i: '' } });
+    assert.notEqual(a.headers.ETag, b.headers.ETag);
+    assert.equal(a.headers.ETag, a2.headers.ETag, 'empty i = absent i');
+    const c = await fx.request('t9', { contentIndex: '1' });
+    assert.equal(sha(await collect(body(c))), sha(await expectedMp3([pieces[1] ?? new Int16Array()], [0])));
+    assert.equal(fx.service.pipelineRuns(), 3);
+  });
+
+  test('close() aborts running pipelines and removes the cache directory', async () => {
+    fx.start();
+    fx.addTask('t10', [0.5]);
+    const r = await fx.request('t10', { method: 'HEAD' });
+    assert.equal(r.status, 200);
+    await fx.service.close();
+    assert.deepEqual(await readdir(join(root, 'stream-cache')), []);
+  });
+
+  test('a slow reader does not grow the heap and does not slow a fast reader', async () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    fx.start();
+    fx.addTask('t11', [0.5]);
+    await fx.generate('t11', [sine(60, 440)], { chunk: 44100 });
+    const slow = body(await fx.request('t11'));
+    // Paused mode: the slow reader takes 1 KiB per tick and its buffer is all it holds.
+    slow.pause();
+    await sleep(50);
+    gc();
+    const before = process.memoryUsage();
+    const started = Date.now();
+    const fast = await collect(body(await fx.request('t11')));
+    const fastMs = Date.now() - started;
+    let slowRead = 0;
+    for (let k = 0; k < 20; k++) {
+      const chunk = slow.read(1024) as Buffer | null;
+      slowRead += chunk?.length ?? 0;
+      await sleep(50);
+    }
+    gc();
+    const after = process.memoryUsage();
+    assert.ok(fast.length > 2_000_000, `fast reader got ${String(fast.length)} bytes`);
+    assert.ok(fastMs < 5000, `fast reader took ${String(fastMs)} ms`);
+    assert.ok(slowRead > 0 && slow.readableLength <= 128 * 1024, `slow reader buffers ${String(slow.readableLength)} bytes`);
+    const growth = after.heapUsed + after.arrayBuffers - (before.heapUsed + before.arrayBuffers);
+    assert.ok(growth < 8 * 1024 * 1024, `memory grew by ${String(growth)} bytes`);
+    slow.destroy();
+  });
+});

@@ -1,0 +1,223 @@
+/**
+ * The stream endpoints' domain (spec 3.1, 4.1, 4.2, 5; decisions §3, §5): checks the query and the
+ * task's `auth` token, picks the branch (302 to finished audio, STREAM_NOT_READY, or the MP3
+ * stream), opens the session of the request's key, plans Range/If-Range and returns a response
+ * description that the HTTP layer writes. Knows nothing of Fastify.
+ */
+import type { Readable } from 'node:stream';
+import type { EncoderPool } from '../audio/encoder-pool.js';
+import { AppError } from '../errors/app-error.js';
+import type { PieceAudioSource } from '../tasks/piece-audio.js';
+import type { StreamPieceView, StreamTaskLookup, StreamTaskView } from '../tasks/stream-view.js';
+import { runCacheDir } from './cache-dir.js';
+import { contentDispositionFromQuery } from './content-disposition.js';
+import {
+  bodyWindow,
+  planHeaders,
+  rangeNotSatisfiable,
+  resolveRangePlan,
+  type ResponsePlan,
+} from './range-plan.js';
+import { SessionRegistry } from './session-registry.js';
+import { contentAudio, fullTaskAudio, type PipelineDeps } from './stream-pipeline.js';
+import { parseContentIndex, parseSessionId, requireAuthToken, tokensEqual } from './stream-request.js';
+import type { PipelineFactory } from './stream-session.js';
+
+/** Dependencies and settings of the stream service (wired in src/app.ts). */
+export interface StreamServiceOptions {
+  tasks: StreamTaskLookup;
+  pieces: PieceAudioSource;
+  encoders: EncoderPool;
+  /** Root of the session cache files (DATA_DIR/stream-cache); this service uses a subdirectory of its own. */
+  cacheDir: string;
+  /** Sliding idle time after which a session is reclaimed (spec §8: 30 minutes). */
+  idleReclaimMs: number;
+}
+
+/** A stream.mp3 request as the HTTP layer hands it over. */
+export interface StreamRequest {
+  method: 'GET' | 'HEAD';
+  taskId: string;
+  /** The raw `{contentIndex}` path segment for the per-content endpoint; undefined for the whole task. */
+  contentIndex?: string | undefined;
+  /** The parsed query string (`auth`, `i`, `response-content-disposition`; anything else is ignored). */
+  query: Readonly<Record<string, unknown>>;
+  rangeHeader?: string | undefined;
+  ifRangeHeader?: string | undefined;
+  /** Aborts when the client goes away: stops waiting for a range and reading the cache. */
+  signal: AbortSignal;
+}
+
+/** What to send: status, headers and (for GET with audio) the body, already cut to the range. */
+export interface StreamResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: Readable | null;
+}
+
+/** What the stream routes need, plus the lifecycle and the pipeline counter. */
+export interface StreamService {
+  /** GET/HEAD `…/{id}/stream.mp3` and `…/{id}/{contentIndex}/stream.mp3`. */
+  stream(request: StreamRequest): Promise<StreamResponse>;
+  /** GET `…/{id}/stream`: the full stream.mp3 URL (with `auth`) after the same auth checks. */
+  streamUrl(taskId: string, query: Readonly<Record<string, unknown>>): Promise<{ url: string }>;
+  /** GET `…/{id}/{contentIndex}/pseudo/stream.mp3`: 302 to the piece's finished audio, else STREAM_NOT_READY. */
+  pseudoStream(taskId: string, contentIndex: string, query: Readonly<Record<string, unknown>>): Promise<StreamResponse>;
+  /** Pipelines started since the service was created (one per session build). */
+  pipelineRuns(): number;
+  /** Destroys every session (pipelines aborted, cache files deleted, timers cleared). */
+  close(): Promise<void>;
+}
+
+const MP3 = 'audio/mpeg';
+/** Spec 3.1: only these statuses stream; any other is STREAM_NOT_READY. */
+const STREAMABLE = new Set(['processing', 'generated']);
+
+/** Creates the stream service; call close() on shutdown. */
+export function createStreamService(options: StreamServiceOptions): StreamService {
+  return new DefaultStreamService(options);
+}
+
+function redirect(location: string): StreamResponse {
+  return { status: 302, headers: { Location: location }, body: null };
+}
+
+function notReady(task: StreamTaskView, what: string): AppError {
+  return new AppError('STREAM_NOT_READY', `${what} is not ready to stream (task status ${task.status})`);
+}
+
+/** Cache-Control of an audio answer: nothing of a live session may be stored (its bytes and length are not final). */
+function cacheControl(plan: ResponsePlan): string {
+  const live = plan.kind === 'live' || (plan.kind === 'partial' && plan.total === '*');
+  return live ? 'no-store' : 'private, no-cache';
+}
+
+class DefaultStreamService implements StreamService {
+  private readonly dir;
+  private readonly deps: PipelineDeps;
+  /** Created on first use (its directory is made then), so constructing the service does no I/O. */
+  private registry: Promise<SessionRegistry> | undefined;
+  private registryNow: SessionRegistry | undefined;
+  private closed = false;
+
+  constructor(private readonly options: StreamServiceOptions) {
+    this.dir = runCacheDir(options.cacheDir);
+    this.deps = { pieces: options.pieces, encoders: options.encoders };
+  }
+
+  private sessions(): Promise<SessionRegistry> {
+    this.registry ??= this.dir.ready().then((dir) => {
+      this.registryNow = new SessionRegistry({ dir, idleReclaimMs: this.options.idleReclaimMs });
+      return this.registryNow;
+    });
+    return this.registry;
+  }
+
+  pipelineRuns(): number {
+    return this.registryNow?.pipelineRuns ?? 0;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const registry = await this.registry?.catch(() => undefined);
+    await registry?.close();
+    await this.dir.remove();
+  }
+
+  /** 401 missing token → 404 unknown task → 403 wrong token (decisions §3). */
+  private async authorize(taskId: string, query: Readonly<Record<string, unknown>>): Promise<StreamTaskView> {
+    const token = requireAuthToken(query.auth);
+    const task = await this.options.tasks.streamView(taskId);
+    if (!tokensEqual(token, task.authToken)) {
+      throw new AppError('AUTH_FORBIDDEN', 'the auth token is not valid for this task');
+    }
+    return task;
+  }
+
+  private piece(task: StreamTaskView, segment: string): StreamPieceView {
+    const idx = parseContentIndex(segment);
+    const piece = idx === null ? undefined : task.pieces.find((p) => p.idx === idx);
+    if (piece === undefined) throw new AppError('RESOURCE_NOT_FOUND', `task ${task.id} has no content ${segment}`);
+    return piece;
+  }
+
+  async streamUrl(taskId: string, query: Readonly<Record<string, unknown>>): Promise<{ url: string }> {
+    const task = await this.authorize(taskId, query);
+    return { url: this.options.tasks.streamUrl(task.id, task.authToken) };
+  }
+
+  async pseudoStream(
+    taskId: string,
+    contentIndex: string,
+    query: Readonly<Record<string, unknown>>,
+  ): Promise<StreamResponse> {
+    const task = await this.authorize(taskId, query);
+    const piece = this.piece(task, contentIndex);
+    if (piece.audioUrl === null) throw notReady(task, `content ${String(piece.idx)}`);
+    return redirect(piece.audioUrl);
+  }
+
+  async stream(request: StreamRequest): Promise<StreamResponse> {
+    const { query } = request;
+    const i = parseSessionId(query.i);
+    const disposition = contentDispositionFromQuery(query['response-content-disposition']);
+    const task = await this.authorize(request.taskId, query);
+
+    let key: string;
+    let pipeline: PipelineFactory;
+    if (request.contentIndex === undefined) {
+      if (task.audioUrl !== null) return redirect(task.audioUrl);
+      if (!STREAMABLE.has(task.status)) throw notReady(task, 'the task');
+      const pieces = task.pieces.map(({ idx, interval }) => ({ idx, interval }));
+      key = JSON.stringify([task.id, null, i]);
+      pipeline = (signal) => fullTaskAudio(this.deps, task.id, pieces, signal);
+    } else {
+      const piece = this.piece(task, request.contentIndex);
+      if (piece.audioUrl !== null) return redirect(piece.audioUrl);
+      if (!STREAMABLE.has(task.status)) throw notReady(task, `content ${String(piece.idx)}`);
+      key = JSON.stringify([task.id, piece.idx, i]);
+      pipeline = (signal) => contentAudio(this.deps, task.id, piece.idx, signal);
+    }
+
+    const registry = await this.sessions();
+    if (this.closed) throw new AppError('SYSTEM_INTERNAL_ERROR', 'the stream service is shutting down');
+    request.signal.throwIfAborted();
+    const { session, release } = registry.open(key, pipeline);
+    try {
+      // Waits (GET with a closed range only) until the range exists or the session ends; a
+      // pipeline failure before any byte of this response is thrown here and becomes JSON.
+      const plan = await resolveRangePlan(
+        {
+          method: request.method,
+          rangeHeader: request.rangeHeader,
+          ifRangeHeader: request.ifRangeHeader,
+          etag: session.etag,
+        },
+        session.cache,
+        request.signal,
+      );
+      if (plan.kind === 'unsatisfiable') throw rangeNotSatisfiable(plan);
+      const headers: Record<string, string> = {
+        'Content-Type': MP3,
+        ...planHeaders(plan),
+        'Cache-Control': cacheControl(plan),
+      };
+      if (disposition !== undefined) headers['Content-Disposition'] = disposition;
+      if (request.method === 'HEAD') {
+        // RFC 9112 §6.1: a HEAD response may carry the Transfer-Encoding the GET would use.
+        if (plan.kind === 'live') headers['Transfer-Encoding'] = 'chunked';
+        release();
+        return { status: plan.status, headers, body: null };
+      }
+      const window = bodyWindow(plan);
+      if (window === null) throw new Error('unreachable: a plan with a body has a window');
+      const body = session.cache.createReadStream(window.start, window.endExclusive, request.signal);
+      // The reader holds the lease until it ends, fails or the client goes away.
+      body.once('close', release);
+      return { status: plan.status, headers, body };
+    } catch (err) {
+      release();
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * One stream session (spec §2.2): one build of the audio of a (task, `i`) or (task, content, `i`)
+ * key. The pipeline runs once and appends to a disk-backed SessionCache; every request reads from
+ * that cache. Each build has its own cache file and its own strong ETag.
+ */
+import { randomBytes } from 'node:crypto';
+import { FsSessionCache } from './session-cache.fs.js';
+
+/** Produces the MP3 bytes of a session; aborting `signal` stops it. */
+export type PipelineFactory = (signal: AbortSignal) => AsyncIterable<Uint8Array>;
+
+/** How a session tells its owner that it should go away. */
+export interface SessionHooks {
+  /** No lease for `idleReclaimMs`: the owner reclaims the session. */
+  onIdle(session: StreamSession): void;
+  /** The pipeline failed: the owner stops handing the session out (readers see a truncated stream). */
+  onFailed(session: StreamSession, error: Error): void;
+}
+
+/** Options of one session build. */
+export interface StreamSessionOptions {
+  /** Directory of the cache file (must exist). */
+  dir: string;
+  /** Sliding idle time after which an unleased session is reclaimed. */
+  idleReclaimMs: number;
+  pipeline: PipelineFactory;
+  hooks: SessionHooks;
+}
+
+function toError(value: unknown): Error {
+  return value instanceof Error ? value : new Error(String(value));
+}
+
+/** A session build: its cache, its ETag, its running pipeline and the leases of the requests using it. */
+export class StreamSession {
+  /** Strong entity tag of this build (RFC 9110 §8.8.3); a rebuild gets another one. */
+  readonly etag: string;
+  readonly cache: FsSessionCache;
+  /** Settles (never rejects) once the pipeline has ended, whichever way. */
+  readonly pipelineDone: Promise<void>;
+  private leases = 0;
+  private idleTimer: NodeJS.Timeout | undefined;
+  private readonly controller = new AbortController();
+  /** Set once the owner stopped handing the session out; the last lease then destroys it. */
+  private retired = false;
+  private destroying: Promise<void> | null = null;
+  private readonly idleReclaimMs: number;
+  private readonly hooks: SessionHooks;
+
+  /** Creates the cache file and starts the pipeline at once. */
+  constructor(options: StreamSessionOptions) {
+    const id = randomBytes(16).toString('base64url');
+    // base64url characters are all etagc (RFC 9110 §8.8.3), so the quoted id is a valid strong tag.
+    this.etag = `"${id}"`;
+    this.cache = new FsSessionCache({ dir: options.dir, name: `${id}.mp3` });
+    this.idleReclaimMs = options.idleReclaimMs;
+    this.hooks = options.hooks;
+    this.pipelineDone = this.run(options.pipeline);
+    this.armIdleTimer();
+  }
+
+  /** Requests currently holding the session (readers attached or requests being answered). */
+  get leaseCount(): number {
+    return this.leases;
+  }
+
+  /** True once destroy() started: the cache file is gone or going. */
+  get isDestroyed(): boolean {
+    return this.destroying !== null;
+  }
+
+  /**
+   * Takes a lease: an access that keeps the session alive until released. The idle window
+   * restarts when the last lease is released. Returns the (idempotent) release function.
+   */
+  acquire(): () => void {
+    if (this.destroying !== null) throw new Error('stream session is destroyed');
+    this.leases++;
+    this.clearIdleTimer();
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.leases--;
+      if (this.leases > 0) return;
+      if (this.retired) void this.destroy();
+      else this.armIdleTimer();
+    };
+  }
+
+  /** The owner no longer hands the session out: destroy it now, or when the last lease goes. */
+  retire(): void {
+    this.retired = true;
+    this.clearIdleTimer();
+    if (this.leases === 0) void this.destroy();
+  }
+
+  /** Stops the pipeline and deletes the cache file; readers still attached error out. Idempotent. */
+  destroy(): Promise<void> {
+    this.destroying ??= (async () => {
+      this.retired = true;
+      this.clearIdleTimer();
+      this.controller.abort(new Error('stream session closed'));
+      await this.cache.destroy().catch(() => undefined); // best effort: the file is ours alone
+      await this.pipelineDone;
+    })();
+    return this.destroying;
+  }
+
+  private async run(pipeline: PipelineFactory): Promise<void> {
+    // Start on a later tick, so that even a synchronous failure reaches an owner that already holds the session.
+    await Promise.resolve();
+    try {
+      for await (const chunk of pipeline(this.controller.signal)) await this.cache.append(chunk);
+      await this.cache.finish();
+    } catch (err) {
+      const error = toError(err);
+      this.cache.fail(error);
+      if (this.destroying === null) this.hooks.onFailed(this, error);
+    } finally {
+      // Releases whatever the pipeline still holds (piece readers opened with this signal).
+      this.controller.abort(new Error('stream pipeline ended'));
+    }
+  }
+
+  private armIdleTimer(): void {
+    this.clearIdleTimer();
+    if (this.retired || this.leases > 0) return;
+    this.idleTimer = setTimeout(() => {
+      this.idleTimer = undefined;
+      if (this.leases === 0 && this.destroying === null) this.hooks.onIdle(this);
+    }, this.idleReclaimMs);
+    // An idle session must not keep the process alive.
+    this.idleTimer.unref();
+  }
+
+  private clearIdleTimer(): void {
+    if (this.idleTimer !== undefined) clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
+  }
+}
