@@ -1,0 +1,115 @@
+/**
+ * The four stream endpoints (spec 4.1, 4.2). Registered outside the bearer-auth scope: the only
+ * credential is the task's `auth` query token (spec 5 rule 2), so a bearer header neither helps nor
+ * hurts. Rate-limited per task and client address. GET and HEAD of stream.mp3 are registered
+ * separately: Fastify's automatic HEAD would run the GET handler and follow the stream.
+ */
+import rateLimit from '@fastify/rate-limit';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../../errors/app-error.js';
+import type { StreamService } from '../../stream/stream-service.js';
+import { ok } from '../envelope.js';
+import { sendStreamResponse } from '../reply-plan.js';
+
+/** Rate-limit settings of the stream endpoints. */
+export interface StreamRouteOptions {
+  rateLimitMax: number;
+  rateLimitWindowMs: number;
+}
+
+interface TaskParams {
+  id: string;
+}
+interface ContentParams {
+  id: string;
+  contentIndex: string;
+}
+type Query = Record<string, unknown>;
+
+const BASE = '/api/tts/generate/:id';
+
+/** Rate-limit key: one bucket per task and client address. */
+function rateLimitKey(request: FastifyRequest): string {
+  const { id } = request.params as Partial<TaskParams>;
+  return `stream:${id ?? ''}:${request.ip}`;
+}
+
+function rateLimitError(_request: FastifyRequest, context: { after: string; ttl: number }): AppError {
+  const seconds = Math.max(1, Math.ceil(context.ttl / 1000));
+  return new AppError('RATE_LIMIT_EXCEEDED', `rate limit exceeded, retry in ${context.after}`, {
+    headers: { 'Retry-After': String(seconds) },
+  });
+}
+
+/** An AbortSignal that fires when the response is closed (finished, or the client went away). */
+function closeSignal(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  reply.raw.once('close', () => controller.abort(new Error('client closed the connection')));
+  return controller.signal;
+}
+
+function header(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+/** Registers the stream endpoints and their rate limit in an encapsulated plugin. */
+export function streamRoutes(stream: StreamService, options: StreamRouteOptions) {
+  return async (app: FastifyInstance): Promise<void> => {
+    await app.register(rateLimit, {
+      global: true,
+      max: options.rateLimitMax,
+      timeWindow: options.rateLimitWindowMs,
+      keyGenerator: rateLimitKey,
+      errorResponseBuilder: rateLimitError,
+    });
+
+    const serve = async (
+      method: 'GET' | 'HEAD',
+      request: FastifyRequest<{ Params: Partial<ContentParams>; Querystring: Query }>,
+      reply: FastifyReply,
+    ): Promise<FastifyReply> => {
+      const signal = closeSignal(reply);
+      try {
+        const response = await stream.stream({
+          method,
+          taskId: request.params.id ?? '',
+          contentIndex: request.params.contentIndex,
+          query: request.query,
+          rangeHeader: header(request.headers.range),
+          ifRangeHeader: header(request.headers['if-range']),
+          signal,
+        });
+        return sendStreamResponse(reply, response);
+      } catch (err) {
+        // The client left while we waited for a range: nobody to answer, and not a server error.
+        if (signal.aborted && !reply.sent) {
+          reply.raw.destroy();
+          return reply;
+        }
+        throw err;
+      }
+    };
+
+    for (const path of [`${BASE}/stream.mp3`, `${BASE}/:contentIndex/stream.mp3`]) {
+      app.get<{ Params: Partial<ContentParams>; Querystring: Query }>(path, { exposeHeadRoute: false }, (request, reply) =>
+        serve('GET', request, reply),
+      );
+      app.head<{ Params: Partial<ContentParams>; Querystring: Query }>(path, (request, reply) =>
+        serve('HEAD', request, reply),
+      );
+    }
+
+    app.get<{ Params: TaskParams; Querystring: Query }>(`${BASE}/stream`, async (request) =>
+      ok(await stream.streamUrl(request.params.id, request.query)),
+    );
+
+    app.get<{ Params: ContentParams; Querystring: Query }>(
+      `${BASE}/:contentIndex/pseudo/stream.mp3`,
+      async (request, reply) =>
+        sendStreamResponse(
+          reply,
+          await stream.pseudoStream(request.params.id, request.params.contentIndex, request.query),
+        ),
+    );
+  };
+}
