@@ -117,9 +117,11 @@ export class TaskRunner {
         (sum, p, i, all) => sum + Number(p.samples ?? 0) + (i < all.length - 1 ? intervalSamples(p) : 0),
         0,
       );
-      await store.markGenerated(task.id, totalSamples / CANONICAL_RATE);
-      events.changed(task.id);
+      // Merged audio first, then `generated`: a generated task is complete, so a delete cannot race
+      // the merged write (orphan blob), and a stop in between resumes the task instead of leaving
+      // it generated without metadata.audio for good.
       await this.storeMergedAudio(task, pieces, signal);
+      await store.markGenerated(task.id, totalSamples / CANONICAL_RATE);
       events.changed(task.id);
       log.info({ taskId: task.id, pieces: pieces.length }, 'task generated');
     } catch (err) {
