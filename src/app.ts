@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AccountService } from './accounts/account-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
 import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
-import { listEspeakVoices } from './audio/engines/espeak-voices.js';
+import { listEspeakVoices } from './audio/engines/espeak.engine.js';
 import type { AppConfig } from './config/config.js';
 import { AppError } from './errors/app-error.js';
 import { bearerAuth } from './http/auth.js';
@@ -82,7 +82,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   const accounts = new AccountService(database.db);
   if (config.bootstrapApiKey !== undefined) await accounts.bootstrap(config.bootstrapApiKey);
   const engines = createEngineCatalog({
-    espeakVoices: new Set(await listEspeakVoices()),
+    espeak: await listEspeakVoices(),
     remoteEndpoints: Object.keys(config.remoteEngines),
   });
   const voices = new VoiceService(new VoiceStore(database.db), engines, blobs);

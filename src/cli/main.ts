@@ -5,7 +5,7 @@
  */
 import { Command, InvalidArgumentError } from 'commander';
 import { AccountService } from '../accounts/account-service.js';
-import { listEspeakVoices } from '../audio/engines/espeak-voices.js';
+import { listEspeakVoices } from '../audio/engines/espeak.engine.js';
 import { loadConfig } from '../config/config.js';
 import { isAppError } from '../errors/app-error.js';
 import { FsBlobStore } from '../storage/blob-store.fs.js';
@@ -106,7 +106,7 @@ program
       const config = loadConfig();
       const { id } = await new AccountService(db).resolveAccount(account);
       const catalog = createEngineCatalog({
-        espeakVoices: new Set(await listEspeakVoices()),
+        espeak: await listEspeakVoices(),
         remoteEndpoints: Object.keys(config.remoteEngines),
       });
       const voices = new VoiceService(new VoiceStore(db), catalog, new FsBlobStore(join(config.dataDir, 'blobs')));
