@@ -320,7 +320,7 @@ void describe('splitText', () => {
     assert.equal(config.fallbackConfig?.voiceId, 'f');
   });
 
-  void test('10,000-character texts split quickly, even with many unterminated brackets', () => {
+  void test('10,000-character texts split correctly, including many unterminated brackets', () => {
     const config = validateSplitterConfig({
       fallbackConfig: F,
       '<A>': A,
@@ -328,14 +328,32 @@ void describe('splitText', () => {
       splitterMarks: ['[]', '<>', '【】'],
       lookupTable: moods,
     });
-    const texts = [
-      '[<'.repeat(5000),
-      '<A>Hi there. <B>Hello! [calm] '.repeat(340).slice(0, 10_000),
-      '【'.repeat(9999) + '】',
-    ];
-    const started = performance.now();
-    for (const text of texts) splitText(text, config);
-    assert.ok(performance.now() - started < 500, 'splitting took too long');
+
+    // No bracket ever closes: every character is plain text, spoken whole with the fallback.
+    const unterminated = '[<'.repeat(5000);
+    assert.equal(unterminated.length, 10_000);
+    assert.deepEqual(rows(splitText(unterminated, config)), [[unterminated, F, null]]);
+
+    // 333 whole dialogue turns and a cut-off last one. [calm] keeps the voice and sets the rate,
+    // which then stays in force for every later placeholder (they set no rate of their own).
+    const unit = '<A>Hi there. <B>Hello! [calm] ';
+    const dialogue = unit.repeat(340).slice(0, 10_000);
+    assert.equal(dialogue.length, 10_000);
+    const turns = Math.floor(10_000 / unit.length);
+    const want: Row[] = [];
+    for (let k = 0; k < turns; k++) {
+      const rate = k === 0 ? 1 : 0.8;
+      want.push(['Hi there.', { voiceId: 'a', speechRate: rate }, '<A>'], ['Hello!', { voiceId: 'b', speechRate: rate }, '<B>']);
+    }
+    want.push([dialogue.slice(turns * unit.length + '<A>'.length), { voiceId: 'a', speechRate: 0.8 }, '<A>']);
+    assert.equal(want.length, 667);
+    assert.deepEqual(rows(splitText(dialogue, config)), want);
+
+    // One span from the first 【 to the only 】: a single unmatched marker and nothing spoken.
+    const oneSpan = '【'.repeat(9999) + '】';
+    assert.equal(oneSpan.length, 10_000);
+    assert.deepEqual(rows(splitText(oneSpan, config)), []);
+    assert.deepEqual(rows(splitText(`${oneSpan} tail`, config)), [['tail', F, oneSpan]]);
   });
 });
 

@@ -82,8 +82,8 @@ function parseSplitterText(body: Record<string, unknown>, limits: GenerateLimits
   return body.text;
 }
 
-/** Splits `text` with `config` into content pieces; explains an empty result. */
-export function piecesFromSplitter(text: string, config: SplitterConfig, limits: GenerateLimits): PieceInput[] {
+/** Splits `text` with `config` into content pieces, each with the marker that started it; explains an empty result. */
+function splitterPieces(text: string, config: SplitterConfig, limits: GenerateLimits): { piece: PieceInput; marker: string | null }[] {
   const utterances = splitText(text, config);
   if (utterances.length === 0) {
     throw new AppError(
@@ -103,8 +103,79 @@ export function piecesFromSplitter(text: string, config: SplitterConfig, limits:
         `utterance ${i} (${JSON.stringify(u.text.slice(0, 40))}, marker ${JSON.stringify(u.marker)}) has no voiceId: give its marker a voiceId or add fallbackConfig`,
       );
     }
-    return parseItem({ ...u.params, type: 'text', text: u.text }, `utterances[${i}]`, limits);
+    return { piece: parseItem({ ...u.params, type: 'text', text: u.text }, `utterances[${i}]`, limits), marker: u.marker };
   });
+}
+
+/** Splits `text` with `config` into content pieces; explains an empty result. */
+export function piecesFromSplitter(text: string, config: SplitterConfig, limits: GenerateLimits): PieceInput[] {
+  return splitterPieces(text, config, limits).map(({ piece }) => piece);
+}
+
+function requestObject(body: unknown): Record<string, unknown> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new AppError('VALIDATION_INVALID_FORMAT', 'request body must be a JSON object');
+  }
+  return body as Record<string, unknown>;
+}
+
+/** Which request shape the body uses; mixing shapes → VALIDATION_CONFLICT. */
+function requestShape(b: Record<string, unknown>): 'contents' | 'splitter' {
+  const has = (k: string) => b[k] !== undefined && b[k] !== null;
+  if (has('splitter') && has('splitterId')) throw errors.conflict('splitter and splitterId are mutually exclusive');
+  if (has('contents') && (has('splitter') || has('splitterId'))) {
+    throw errors.conflict('contents cannot be combined with splitter or splitterId (splitter mode takes text)');
+  }
+  if (has('splitter') || has('splitterId')) return 'splitter';
+  if (has('text')) throw errors.conflict('text needs splitter or splitterId; use contents for plain generation');
+  return 'contents';
+}
+
+/** Splitter mode's text and configuration (inline and validated, or saved and loaded), and its echo. */
+async function splitterInput(
+  b: Record<string, unknown>,
+  limits: GenerateLimits,
+  lookupSplitter: SplitterLookup,
+): Promise<{ text: string; config: SplitterConfig; echo: Record<string, unknown> }> {
+  const text = parseSplitterText(b, limits);
+  if (b.splitter !== undefined && b.splitter !== null) {
+    const config = validateSplitterConfig(b.splitter);
+    return { text, config, echo: { text, splitter: config } };
+  }
+  if (typeof b.splitterId !== 'string' || b.splitterId === '') throw errors.invalidValue('splitterId must be a string');
+  return { text, config: await lookupSplitter(b.splitterId), echo: { text, splitterId: b.splitterId } };
+}
+
+/** One utterance as the preview shows it: the content piece generation would create, and its marker. */
+export interface PreviewUtterance {
+  index: number;
+  text: string;
+  voiceId: string;
+  speechRate: number;
+  marker: string | null;
+  params: PieceParams;
+}
+
+/**
+ * Splitter mode without a task (`POST /api/splitter/preview`): the same shape checks, validation
+ * and splitting as generation, returning the utterances instead of queueing them.
+ */
+export async function previewSplitterRequest(
+  body: unknown,
+  limits: GenerateLimits,
+  lookupSplitter: SplitterLookup,
+): Promise<PreviewUtterance[]> {
+  const b = requestObject(body);
+  if (requestShape(b) !== 'splitter') throw errors.missingField('splitter or splitterId');
+  const { text, config } = await splitterInput(b, limits, lookupSplitter);
+  return splitterPieces(text, config, limits).map(({ piece, marker }, index) => ({
+    index,
+    text: piece.text,
+    voiceId: piece.voiceId,
+    speechRate: piece.params.speechRate,
+    marker,
+    params: piece.params,
+  }));
 }
 
 /** Validates the request shape and returns its pieces. */
@@ -113,30 +184,12 @@ export async function parseGenerateRequest(
   limits: GenerateLimits,
   lookupSplitter: SplitterLookup,
 ): Promise<ParsedGenerateRequest> {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new AppError('VALIDATION_INVALID_FORMAT', 'request body must be a JSON object');
-  }
-  const b = body as Record<string, unknown>;
-  const has = (k: string) => b[k] !== undefined && b[k] !== null;
-  if (has('splitter') && has('splitterId')) throw errors.conflict('splitter and splitterId are mutually exclusive');
-  if (has('contents') && (has('splitter') || has('splitterId'))) {
-    throw errors.conflict('contents cannot be combined with splitter or splitterId (splitter mode takes text)');
-  }
-  if (has('splitter') || has('splitterId')) {
-    const text = parseSplitterText(b, limits);
-    let config: SplitterConfig;
-    let echo: Record<string, unknown>;
-    if (has('splitter')) {
-      config = validateSplitterConfig(b.splitter);
-      echo = { text, splitter: config };
-    } else {
-      if (typeof b.splitterId !== 'string' || b.splitterId === '') throw errors.invalidValue('splitterId must be a string');
-      config = await lookupSplitter(b.splitterId);
-      echo = { text, splitterId: b.splitterId };
-    }
+  const b = requestObject(body);
+  if (requestShape(b) === 'splitter') {
+    const { text, config, echo } = await splitterInput(b, limits, lookupSplitter);
     return { type: 'splitter', pieces: piecesFromSplitter(text, config, limits), echo };
   }
-  if (has('text')) throw errors.conflict('text needs splitter or splitterId; use contents for plain generation');
+  const has = (k: string) => b[k] !== undefined && b[k] !== null;
   if (!has('contents')) throw errors.missingField('contents');
   if (!Array.isArray(b.contents)) throw new AppError('TTS_CONTENTS_INVALID', 'contents must be an array');
   if (b.contents.length === 0) throw new AppError('TTS_CONTENTS_INVALID', 'contents must not be empty');

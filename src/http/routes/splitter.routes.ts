@@ -1,14 +1,27 @@
-/** Splitter configuration routes (spec 4.3, decisions §7); envelopes are `{status:200, data}`. */
+/**
+ * Splitter configuration routes (spec 4.3, decisions §7); envelopes are `{status:200, data}`.
+ * `POST /api/splitter/preview` shows how a text splits (generation's own parsing) without a task.
+ */
 import type { FastifyInstance } from 'fastify';
+import { loadConfig } from '../../config/config.js';
 import type { SplitterService } from '../../splitter/splitter-service.js';
+import { previewSplitterRequest, type GenerateLimits } from '../../tasks/generate-request.js';
 import { accountOf } from '../auth.js';
 
 interface IdParams {
   id: string;
 }
 
-export function splitterRoutes(splitters: SplitterService) {
+/** `limits` should be the app's `config.limits` (generation's); defaults to the configuration defaults. */
+export function splitterRoutes(splitters: SplitterService, limits: GenerateLimits = loadConfig({}).limits) {
   return async (app: FastifyInstance): Promise<void> => {
+    // Static path: find-my-way prefers it over `/api/splitter/:id`, so "preview" is never taken for an id.
+    app.post('/api/splitter/preview', async (request) => {
+      const accountId = accountOf(request).id;
+      const utterances = await previewSplitterRequest(request.body, limits, (id) => splitters.configFor(accountId, id));
+      return { status: 200, data: { utterances } };
+    });
+
     app.post('/api/splitter', async (request) => ({
       status: 200,
       data: await splitters.create(accountOf(request).id, request.body),
