@@ -1,0 +1,150 @@
+/**
+ * Dependency wiring in one place: builds the database, storage, domain services and the HTTP
+ * server from a validated config. Tests build their own app with their own config.
+ */
+import { join } from 'node:path';
+import rateLimit from '@fastify/rate-limit';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { AccountService } from './accounts/account-service.js';
+import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
+import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
+import { listEspeakVoices } from './audio/engines/espeak.engine.js';
+import type { AppConfig } from './config/config.js';
+import { AppError } from './errors/app-error.js';
+import { bearerAuth } from './http/auth.js';
+import { accountRoutes } from './http/routes/account.routes.js';
+import { audioRoutes } from './http/routes/audio.routes.js';
+import { healthRoutes } from './http/routes/health.routes.js';
+import { splitterRoutes } from './http/routes/splitter.routes.js';
+import { taskRoutes } from './http/routes/task.routes.js';
+import { voiceRoutes } from './http/routes/voice.routes.js';
+import { createHttpServer } from './http/server.js';
+import { SplitterService } from './splitter/splitter-service.js';
+import { SplitterStore } from './splitter/splitter-store.js';
+import { FsBlobStore } from './storage/blob-store.fs.js';
+import { PieceAudioStore } from './tasks/piece-audio.js';
+import { InProcessTaskEvents } from './tasks/task-events.js';
+import { TaskRunner } from './tasks/task-runner.js';
+import { TaskService } from './tasks/task-service.js';
+import { TaskStore } from './tasks/task-store.js';
+import { openDatabase, type DatabaseHandle } from './storage/database.js';
+import { createEngineCatalog } from './voices/engine-catalog.js';
+import type { EngineCatalog } from './voices/voice-binding.js';
+import { VoiceService } from './voices/voice-service.js';
+import { VoiceStore } from './voices/voice-store.js';
+
+export interface AppOptions {
+  /** Start a new embedded database from this PGlite dump (tests), instead of running initdb. */
+  pgliteTemplate?: Blob | undefined;
+  /** Fastify logger option; defaults to pino at config.logLevel. */
+  logger?: boolean;
+}
+
+export interface Services {
+  database: DatabaseHandle;
+  accounts: AccountService;
+  voices: VoiceService;
+  splitters: SplitterService;
+  engines: EngineCatalog;
+  synthesis: EngineRegistry;
+  encoders: EncoderPool;
+  tasks: TaskService;
+  runner: TaskRunner;
+}
+
+export interface App {
+  http: FastifyInstance;
+  services: Services;
+  config: AppConfig;
+  /** Stops accepting requests, then releases workers and the database. */
+  close(): Promise<void>;
+}
+
+/** Per-account rate-limit key; the client address where no account is known. */
+function rateLimitKey(request: FastifyRequest): string {
+  return request.account ? `account:${request.account.id}` : `ip:${request.ip}`;
+}
+
+function rateLimitError(_request: FastifyRequest, context: { after: string; ttl: number }): AppError {
+  const seconds = Math.max(1, Math.ceil(context.ttl / 1000));
+  return new AppError('RATE_LIMIT_EXCEEDED', `rate limit exceeded, retry in ${context.after}`, {
+    headers: { 'Retry-After': String(seconds) },
+  });
+}
+
+export async function buildApp(config: AppConfig, options: AppOptions = {}): Promise<App> {
+  const database = await openDatabase({
+    dataDir: config.dataDir,
+    databaseUrl: config.databaseUrl,
+    pgliteTemplate: options.pgliteTemplate,
+  });
+  const blobs = new FsBlobStore(join(config.dataDir, 'blobs'));
+  const accounts = new AccountService(database.db);
+  if (config.bootstrapApiKey !== undefined) await accounts.bootstrap(config.bootstrapApiKey);
+  const engines = createEngineCatalog({
+    espeak: await listEspeakVoices(),
+    remoteEndpoints: Object.keys(config.remoteEngines),
+  });
+  const voices = new VoiceService(new VoiceStore(database.db), engines, blobs);
+  const splitters = new SplitterService(new SplitterStore(database.db), config.limits.splitterName);
+
+  const synthesis = createEngineRegistry({
+    remoteEndpoints: config.remoteEngines,
+    ...(config.synthesisThreads !== undefined && { synthesisThreads: config.synthesisThreads }),
+  });
+  const encoders = createEncoderPool(config.encoderThreads !== undefined ? { size: config.encoderThreads } : {});
+  const events = new InProcessTaskEvents();
+  const taskStore = new TaskStore(database.db);
+  const pieceAudio = new PieceAudioStore(join(config.dataDir, 'work', 'tasks'), events, async (taskId, idx) => {
+    const state = await taskStore.pieceStatus(taskId, idx);
+    if (state === undefined || state.piece === 'failed' || state.task === 'failed') return 'failed';
+    return state.piece === 'generated' ? 'generated' : 'waiting';
+  });
+
+  const http = createHttpServer(config, options.logger);
+  const runner = new TaskRunner({
+    store: taskStore,
+    pieceAudio,
+    blobs,
+    encoders,
+    engineFor: (binding) => synthesis.engineFor(binding),
+    events,
+    concurrency: config.generationConcurrency,
+    log: http.log,
+  });
+  const tasks = new TaskService(taskStore, voices, blobs, pieceAudio, config.limits, config.publicUrl, () => runner.wake());
+
+  await http.register(healthRoutes(database.db));
+  await http.register(audioRoutes(tasks, blobs));
+
+  // Protected routes: bearer key first, then the per-account rate limit.
+  await http.register(async (scope) => {
+    scope.addHook('onRequest', bearerAuth(accounts));
+    await scope.register(rateLimit, {
+      global: true,
+      max: config.rateLimit.max,
+      timeWindow: config.rateLimit.windowMs,
+      keyGenerator: rateLimitKey,
+      errorResponseBuilder: rateLimitError,
+    });
+    await scope.register(accountRoutes);
+    await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
+    await scope.register(splitterRoutes(splitters, config.limits));
+    await scope.register(taskRoutes(tasks, splitters));
+  });
+
+  await http.ready();
+  await runner.start();
+  return {
+    http,
+    config,
+    services: { database, accounts, voices, splitters, engines, synthesis, encoders, tasks, runner },
+    close: async () => {
+      await http.close();
+      await runner.stop();
+      await synthesis.close();
+      await encoders.close();
+      await database.close();
+    },
+  };
+}
