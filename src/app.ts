@@ -15,13 +15,17 @@ import { bearerAuth } from './http/auth.js';
 import { accountRoutes } from './http/routes/account.routes.js';
 import { audioRoutes } from './http/routes/audio.routes.js';
 import { healthRoutes } from './http/routes/health.routes.js';
+import { simpleGenerateRoutes } from './http/routes/simple-generate.routes.js';
 import { splitterRoutes } from './http/routes/splitter.routes.js';
+import { streamRoutes } from './http/routes/stream.routes.js';
 import { taskRoutes } from './http/routes/task.routes.js';
 import { voiceRoutes } from './http/routes/voice.routes.js';
 import { createHttpServer } from './http/server.js';
 import { SplitterService } from './splitter/splitter-service.js';
 import { SplitterStore } from './splitter/splitter-store.js';
+import { createStreamService, type StreamService } from './stream/stream-service.js';
 import { FsBlobStore } from './storage/blob-store.fs.js';
+import { OneShotService } from './tasks/one-shot.js';
 import { PieceAudioStore } from './tasks/piece-audio.js';
 import { InProcessTaskEvents } from './tasks/task-events.js';
 import { TaskRunner } from './tasks/task-runner.js';
@@ -50,6 +54,7 @@ export interface Services {
   encoders: EncoderPool;
   tasks: TaskService;
   runner: TaskRunner;
+  stream: StreamService;
 }
 
 export interface App {
@@ -114,8 +119,22 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   });
   const tasks = new TaskService(taskStore, voices, blobs, pieceAudio, config.limits, config.publicUrl, () => runner.wake());
 
-  await http.register(healthRoutes(database.db));
+  const stream = createStreamService({
+    tasks,
+    pieces: pieceAudio,
+    encoders,
+    cacheDir: join(config.dataDir, 'stream-cache'),
+    idleReclaimMs: config.streamIdleReclaimMs,
+  });
+
+  await http.register(
+    healthRoutes(database.db, () => ({ streamPipelineRuns: stream.pipelineRuns(), activeGenerations: runner.active })),
+  );
   await http.register(audioRoutes(tasks, blobs));
+  // Stream endpoints: only the task's `auth` query token, never a bearer key (spec §5).
+  await http.register(
+    streamRoutes(stream, { rateLimitMax: config.rateLimit.streamMax, rateLimitWindowMs: config.rateLimit.windowMs }),
+  );
 
   // Protected routes: bearer key first, then the per-account rate limit.
   await http.register(async (scope) => {
@@ -131,6 +150,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
     await scope.register(splitterRoutes(splitters, config.limits));
     await scope.register(taskRoutes(tasks, splitters));
+    await scope.register(simpleGenerateRoutes(new OneShotService({ tasks, events, pieceAudio, encoders, publicUrl: config.publicUrl })));
   });
 
   await http.ready();
@@ -138,9 +158,10 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   return {
     http,
     config,
-    services: { database, accounts, voices, splitters, engines, synthesis, encoders, tasks, runner },
+    services: { database, accounts, voices, splitters, engines, synthesis, encoders, tasks, runner, stream },
     close: async () => {
       await http.close();
+      await stream.close();
       await runner.stop();
       await synthesis.close();
       await encoders.close();

@@ -1,0 +1,229 @@
+/**
+ * One-shot synthesis: the hosted API's synchronous endpoints (`POST /api/tts/simple-generate`,
+ * `GET /api/tts/simple-generate.mp3`). One content item becomes an ordinary one-piece generation
+ * task (queued, billed, listed and stored like any other), and the caller either
+ *  - waits for it and gets its stored audio URL (JSON form), or
+ *  - gets the MP3 bytes directly (`direct_stream`, or the GET form), encoded by its own encoder
+ *    from the piece's PCM while the piece is being synthesised, so audio starts before the piece
+ *    is finished.
+ * No HTTP here: the routes live in src/http/routes/simple-generate.routes.ts.
+ */
+import type { Readable } from 'node:stream';
+import { encodePiece } from '../audio/continuous-encoder.js';
+import type { EncoderPool } from '../audio/encoder-pool.js';
+import { pcmChunks } from '../audio/pcm-stream.js';
+import { AppError, errors, isAppError } from '../errors/app-error.js';
+import type { PieceAudioSource } from './piece-audio.js';
+import type { TaskEvents } from './task-events.js';
+import type { TaskDetailView, TaskService } from './task-service.js';
+
+/** A validated one-shot request: the content item (validated by task creation) and the answer mode. */
+export interface OneShotRequest {
+  /** Content-item fields of decisions §4 (text, voiceId, speechRate, …); unknown keys are dropped later. */
+  item: Record<string, unknown>;
+  /** Include `streamUrl` in the JSON answer. */
+  stream: boolean;
+  /** Answer with the MP3 bytes instead of JSON. */
+  directStream: boolean;
+}
+
+/** `data` of the JSON form. */
+export interface OneShotResult {
+  id: string;
+  audio: string;
+  streamUrl?: string;
+  credit_used: number;
+}
+
+/** What the direct form announces in `X-Service-Response-Data` (and its id in `X-Service-Audio-Id`). */
+export interface OneShotAudioInfo {
+  id: string;
+  /** Where the finished audio will be stored (the task's metadata.audio once generated). */
+  audio: string;
+  streamUrl: string;
+  /** Credits this synthesis costs (the headers go out before generation has finished). */
+  credit_used: number;
+  billing: TaskDetailView['billing'];
+  estimatedDuration: number;
+}
+
+/** The direct form's answer: its headers' data, and MP3 bytes that already hold the first chunk. */
+export interface OneShotAudio {
+  info: OneShotAudioInfo;
+  /** MP3 bytes; closing it early (return()) stops encoding. Fails mid-way if generation fails. */
+  body: AsyncIterable<Uint8Array>;
+}
+
+export interface OneShotDeps {
+  tasks: TaskService;
+  events: TaskEvents;
+  pieceAudio: PieceAudioSource;
+  encoders: EncoderPool;
+  /** PUBLIC_URL, for the stored-audio URL announced before the audio exists. */
+  publicUrl: string;
+}
+
+/** Fields of the content item whose query-string values are numbers. */
+const NUMBER_FIELDS = new Set(['speechRate', 'seed', 'interval']);
+/** Fields of the content item whose query-string values are booleans ('true' / 'false'). */
+const BOOLEAN_FIELDS = new Set(['vivid', 'emo_switch', 'break_clone', 'flash', 'instruct_mode', 'reference_mode']);
+
+function flag(value: unknown, name: string): boolean {
+  if (value === undefined || value === null) return false;
+  if (typeof value === 'boolean') return value;
+  throw errors.invalidValue(`${name} must be a boolean`);
+}
+
+/** The JSON body of `POST /api/tts/simple-generate`. */
+export function parseOneShotBody(body: unknown): OneShotRequest {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new AppError('VALIDATION_INVALID_FORMAT', 'request body must be a JSON object');
+  }
+  const { stream, direct_stream: directStream, ...item } = body as Record<string, unknown>;
+  return { item, stream: flag(stream, 'stream'), directStream: flag(directStream, 'direct_stream') };
+}
+
+/**
+ * The query of `GET /api/tts/simple-generate.mp3`: the same fields as the POST body, as strings
+ * (numbers and 'true'/'false' are converted; anything else is left for validation to reject).
+ * Always the direct form.
+ */
+export function parseOneShotQuery(query: Record<string, unknown>): OneShotRequest {
+  const item: Record<string, unknown> = {};
+  let stream = false;
+  for (const [key, raw] of Object.entries(query)) {
+    if (Array.isArray(raw)) throw errors.invalidValue(`${key} is given more than once`);
+    let value: unknown = raw;
+    if (typeof raw === 'string') {
+      if (NUMBER_FIELDS.has(key) && raw.trim() !== '' && Number.isFinite(Number(raw))) value = Number(raw);
+      else if ((BOOLEAN_FIELDS.has(key) || key === 'stream' || key === 'direct_stream') && (raw === 'true' || raw === 'false')) {
+        value = raw === 'true';
+      }
+    }
+    if (key === 'stream') stream = flag(value, 'stream');
+    else if (key === 'direct_stream') flag(value, 'direct_stream');
+    else item[key] = value;
+  }
+  return { item, stream, directStream: true };
+}
+
+/** Task creation speaks of `contents[0].text`; a one-shot caller sent just `text`. */
+function asOneShotError(err: unknown): unknown {
+  if (!isAppError(err) || !err.message.startsWith('contents[0].')) return err;
+  return new AppError(err.code, err.message.slice('contents[0].'.length), { headers: { ...err.headers }, cause: err.cause });
+}
+
+export class OneShotService {
+  constructor(private readonly deps: OneShotDeps) {}
+
+  /** Validates the item and queues its one-piece task (validation errors as for task creation). */
+  async start(accountId: string, request: OneShotRequest): Promise<TaskDetailView> {
+    try {
+      return await this.deps.tasks.create(accountId, { contents: [request.item] }, () => {
+        throw new Error('one-shot synthesis has no splitter mode');
+      });
+    } catch (err) {
+      throw asOneShotError(err);
+    }
+  }
+
+  /** JSON form: waits until the task's audio is stored; TTS_GENERATE_FAILED with the task's error if it fails. */
+  async result(accountId: string, task: TaskDetailView, withStream: boolean, signal: AbortSignal): Promise<OneShotResult> {
+    const done = await this.waitFinished(accountId, task.id, signal);
+    const audio = done.metadata.audio;
+    if (done.status !== 'generated' || audio === undefined) throw this.failure(done);
+    const result: OneShotResult = { id: done.id, audio, credit_used: done.credit_used };
+    if (withStream) result.streamUrl = this.deps.tasks.streamUrl(done.id, await this.authToken(done.id));
+    return result;
+  }
+
+  /**
+   * Direct form: the MP3 of the piece, encoded as its PCM is produced. Resolves once the first MP3
+   * bytes exist, so that any failure before them is still an ordinary (JSON) error.
+   */
+  async audio(accountId: string, task: TaskDetailView, signal: AbortSignal): Promise<OneShotAudio> {
+    const auth = await this.authToken(task.id);
+    const info: OneShotAudioInfo = {
+      id: task.id,
+      // The URL TaskService gives metadata.audio once stored (the stored-audio route).
+      audio: `${this.deps.publicUrl}/api/tts/generate/${task.id}/audio.mp3?auth=${auth}`,
+      streamUrl: this.deps.tasks.streamUrl(task.id, auth),
+      credit_used: task.billing.credits,
+      billing: task.billing,
+      estimatedDuration: task.estimatedDuration,
+    };
+    let pcm: Readable | undefined;
+    let mp3: AsyncIterator<Uint8Array> | undefined;
+    let first: IteratorResult<Uint8Array>;
+    try {
+      pcm = await this.deps.pieceAudio.openPiece(task.id, 0, signal);
+      mp3 = encodePiece(pcmChunks(pcm), this.deps.encoders.open(), signal)[Symbol.asyncIterator]();
+      first = await mp3.next();
+    } catch (err) {
+      pcm?.destroy();
+      await mp3?.return?.();
+      throw await this.explain(accountId, task.id, err, signal);
+    }
+    if (first.done === true) throw new AppError('TTS_GENERATE_FAILED', 'synthesis produced no audio');
+    const rest = mp3;
+    async function* body(): AsyncIterable<Uint8Array> {
+      yield first.value;
+      for (let next = await rest.next(); next.done !== true; next = await rest.next()) yield next.value;
+    }
+    return { info, body: withReturn(body(), rest) };
+  }
+
+  private async authToken(taskId: string): Promise<string> {
+    return (await this.deps.tasks.streamView(taskId)).authToken;
+  }
+
+  /** Resolves with the task once it is failed, or generated with its audio stored. */
+  private async waitFinished(accountId: string, taskId: string, signal: AbortSignal): Promise<TaskDetailView> {
+    for (;;) {
+      signal.throwIfAborted();
+      // Subscribe before reading, so a change in between is not missed (TaskEvents contract).
+      const subscription = new AbortController();
+      const change = this.deps.events.nextChange(taskId, AbortSignal.any([signal, subscription.signal]));
+      change.catch(() => undefined);
+      let task: TaskDetailView;
+      try {
+        task = await this.deps.tasks.get(accountId, taskId);
+      } catch (err) {
+        subscription.abort();
+        throw err;
+      }
+      if (task.status === 'failed' || (task.status === 'generated' && task.metadata.audio !== undefined)) {
+        subscription.abort();
+        return task;
+      }
+      await change;
+    }
+  }
+
+  private failure(task: TaskDetailView): AppError {
+    return new AppError('TTS_GENERATE_FAILED', `generation failed: ${task.error ?? 'unknown error'}`);
+  }
+
+  /** A failure before the first byte: reported with the task's own error when generation failed. */
+  private async explain(accountId: string, taskId: string, err: unknown, signal: AbortSignal): Promise<unknown> {
+    if (signal.aborted || !isAppError(err) || err.code !== 'TTS_GENERATE_FAILED') return err;
+    const task = await this.deps.tasks.get(accountId, taskId).catch(() => undefined);
+    return task?.status === 'failed' ? this.failure(task) : err;
+  }
+}
+
+/** `body` whose return() also closes `inner` (a generator suspended before its first next() would not). */
+function withReturn(body: AsyncIterable<Uint8Array>, inner: AsyncIterator<Uint8Array>): AsyncIterable<Uint8Array> {
+  return {
+    [Symbol.asyncIterator]() {
+      const it = body[Symbol.asyncIterator]();
+      return {
+        next: () => it.next(),
+        return: async () => {
+          await inner.return?.();
+          return (await it.return?.()) ?? { done: true, value: undefined };
+        },
+      };
+    },
+  };
+}
