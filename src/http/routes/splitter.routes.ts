@@ -3,7 +3,6 @@
  * `POST /api/splitter/preview` shows how a text splits (generation's own parsing) without a task.
  */
 import type { FastifyInstance } from 'fastify';
-import { loadConfig } from '../../config/config.js';
 import type { SplitterService } from '../../splitter/splitter-service.js';
 import { previewSplitterRequest, type GenerateLimits } from '../../tasks/generate-request.js';
 import { accountOf } from '../auth.js';
@@ -13,7 +12,7 @@ interface IdParams {
 }
 
 /** `limits` should be the app's `config.limits` (generation's); defaults to the configuration defaults. */
-export function splitterRoutes(splitters: SplitterService, limits: GenerateLimits = loadConfig({}).limits) {
+export function splitterRoutes(splitters: SplitterService, limits: GenerateLimits) {
   return async (app: FastifyInstance): Promise<void> => {
     // Static path: find-my-way prefers it over `/api/splitter/:id`, so "preview" is never taken for an id.
     app.post('/api/splitter/preview', async (request) => {
