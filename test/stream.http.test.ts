@@ -531,6 +531,15 @@ describe('status, auth and lookup branches', () => {
     assert.equal(head.status, 200);
     assertAudio(head, true);
     assert.ok(head.headersMs < 1000);
+    // A client that gives up while its closed range waits: the server just lets it go.
+    await new Promise<void>((resolve) => {
+      const req = httpRequest(busyUrl, { headers: { range: 'bytes=0-99' }, agent: false });
+      req.on('error', () => resolve());
+      req.on('response', () => assert.fail('no answer while the range waits'));
+      req.end();
+      setTimeout(() => req.destroy(), 200);
+    });
+    assert.equal((await send(busyUrl, { method: 'HEAD' })).status, 200);
     releaseHeld();
     await waitTask(busy, finished);
     await waitTask(pending, finished);

@@ -44,7 +44,7 @@ export interface StreamRequest {
   query: Readonly<Record<string, unknown>>;
   rangeHeader?: string | undefined;
   ifRangeHeader?: string | undefined;
-  /** Aborts when the client goes away: stops waiting for a range and reading the cache. */
+  /** Aborts when the client goes away: stops waiting for a closed range's bytes. */
   signal: AbortSignal;
 }
 
@@ -211,7 +211,9 @@ class DefaultStreamService implements StreamService {
       }
       const window = bodyWindow(plan);
       if (window === null) throw new Error('unreachable: a plan with a body has a window');
-      const body = session.cache.createReadStream(window.start, window.endExclusive, request.signal);
+      // No abort signal here: the HTTP layer destroys the body when the client goes away (an
+      // abort error would be reported as a failed response instead of a client that left).
+      const body = session.cache.createReadStream(window.start, window.endExclusive);
       // The reader holds the lease until it ends, fails or the client goes away.
       body.once('close', release);
       return { status: plan.status, headers, body };
