@@ -99,7 +99,6 @@ describe('a slow reader next to a fast one', () => {
     assert.equal(fast.contentLength, String(built.length));
     assert.equal(fast.length, built.length);
     assert.equal(fast.sha, built.sha);
-    assert.ok(fast.ms < 10_000, `the fast reader took ${String(fast.ms)} ms`);
     assert.ok(slowRead <= SLOW_SECONDS * 1024 && slowRead >= (SLOW_SECONDS - 1) * 1024, `slow reader took ${String(slowRead)} bytes`);
     // The session holds ≈ 7 MB the slow client has not taken; none of it may sit in the heap.
     assert.ok(peak < 4 * MiB, `heap and buffers grew by ${(peak / MiB).toFixed(2)} MiB`);
