@@ -66,11 +66,12 @@ async function createVoice(payload: object): Promise<string> {
   return res.json<{ data: { id: string } }>().data.id;
 }
 
-function post(body: unknown, key = t.key): Promise<Response> {
+function post(body: unknown, key = t.key, signal?: AbortSignal): Promise<Response> {
   return fetch(`${t.baseUrl}/api/tts/simple-generate`, {
     method: 'POST',
     headers: { ...bearer(key), 'content-type': 'application/json' },
     body: JSON.stringify(body),
+    ...(signal !== undefined && { signal }),
   });
 }
 
@@ -136,6 +137,29 @@ describe('one-shot synthesis, JSON form', () => {
     assert.equal(task.metadata.audio, body.data.audio);
     assert.equal(task.metadata.contents[0]?.speechRate, 1.2);
     await checkMp3(await fetchBytes(body.data.audio), task.estimatedDuration);
+  });
+
+  it('a client leaving while it waits does not stop the task', async () => {
+    let arrive!: () => void;
+    let release!: () => void;
+    const arrived = new Promise<void>((resolve) => (arrive = resolve));
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    upstreamHandler = async (_req, res) => {
+      arrive();
+      await gate;
+      res.writeHead(200, { 'content-type': 'audio/mpeg' }).end(upstreamMp3);
+    };
+    const before = (await t.app.services.tasks.list(t.accountId, {})).total;
+    const client = new AbortController();
+    const pending = post({ text: 'Nobody waits for me.', voiceId: remoteVoiceId }, t.key, client.signal);
+    await arrived;
+    client.abort();
+    await assert.rejects(pending);
+    release();
+    const { items, total } = await t.app.services.tasks.list(t.accountId, {});
+    assert.equal(total, before + 1);
+    const task = await waitTask(String(items[0]?.id));
+    assert.equal(task.status, 'generated', task.error);
   });
 
   it('adds streamUrl with stream: true', async () => {

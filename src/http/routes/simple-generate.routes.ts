@@ -26,9 +26,16 @@ async function answer(oneShot: OneShotService, request: FastifyRequest, reply: F
   const accountId = accountOf(request).id;
   const signal = clientGone(reply);
   const task = await oneShot.start(accountId, input);
-  if (!input.directStream) return ok(await oneShot.result(accountId, task, input.stream, signal));
-
-  const { info, body } = await oneShot.audio(accountId, task, signal);
+  let audio: Awaited<ReturnType<OneShotService['audio']>>;
+  try {
+    if (!input.directStream) return ok(await oneShot.result(accountId, task, input.stream, signal));
+    audio = await oneShot.audio(accountId, task, signal);
+  } catch (err) {
+    // The client left while waiting: nobody to answer (the task itself goes on).
+    if (signal.aborted) return reply.hijack();
+    throw err;
+  }
+  const { info, body } = audio;
   void reply
     .header('Content-Type', 'audio/mpeg')
     .header('Cache-Control', 'no-store')
