@@ -43,6 +43,19 @@ async function drain(url: string): Promise<{ status: number; length: number; sha
   return { status: res.statusCode ?? 0, length, sha: hash.digest('hex'), ms: Date.now() - started, contentLength: res.headers['content-length'] };
 }
 
+/**
+ * Memory after a full GC. V8 frees the backing stores of dead ArrayBuffers (every 64 KiB chunk a
+ * response wrote) in a sweep after the GC, so a second GC after a turn of the event loop is needed
+ * before `arrayBuffers` stops counting buffers that are already garbage.
+ */
+async function settledMemory(gc: () => void): Promise<NodeJS.MemoryUsage> {
+  gc();
+  await sleep(20);
+  gc();
+  await sleep(20);
+  return process.memoryUsage();
+}
+
 describe('a slow reader next to a fast one', () => {
   it('keeps the heap flat and does not slow the fast reader', { timeout: 180_000 }, async (ctx) => {
     v8.setFlagsFromString('--expose-gc');
@@ -72,8 +85,7 @@ describe('a slow reader next to a fast one', () => {
     assert.equal(built.status, 200);
     assert.ok(built.length > 5 * MiB, `${String(built.length)} bytes`);
 
-    gc();
-    const base = process.memoryUsage();
+    const base = await settledMemory(gc);
     const baseline = base.heapUsed + base.arrayBuffers;
     let peak = 0;
 
@@ -87,8 +99,7 @@ describe('a slow reader next to a fast one', () => {
       const chunk = slow.res.read(1024) as Buffer | null;
       slowRead += chunk?.length ?? 0;
       await sleep(1000);
-      gc();
-      const m = process.memoryUsage();
+      const m = await settledMemory(gc);
       peak = Math.max(peak, m.heapUsed + m.arrayBuffers - baseline);
     }
     slow.destroy();
@@ -100,7 +111,9 @@ describe('a slow reader next to a fast one', () => {
     assert.equal(fast.length, built.length);
     assert.equal(fast.sha, built.sha);
     assert.ok(slowRead <= SLOW_SECONDS * 1024 && slowRead >= (SLOW_SECONDS - 1) * 1024, `slow reader took ${String(slowRead)} bytes`);
-    // The session holds ≈ 7 MB the slow client has not taken; none of it may sit in the heap.
+    // The session holds ≈ 8 MB the slow client has not taken; none of it may sit in the heap. (On
+    // loopback the kernel's autotuned socket buffers can take several MB of it: that is outside
+    // the process. The cache reader's own bound is tested on 50 MiB in session-cache.fs.test.ts.)
     assert.ok(peak < 4 * MiB, `heap and buffers grew by ${(peak / MiB).toFixed(2)} MiB`);
   });
 });
