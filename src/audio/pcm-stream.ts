@@ -2,7 +2,9 @@
 import type { Readable } from 'node:stream';
 
 /** Yields whole samples; an odd trailing byte is carried into the next chunk. */
-export async function* pcmChunks(bytes: Readable | AsyncIterable<Uint8Array>): AsyncIterable<Int16Array> {
+export async function* pcmChunks(
+  bytes: Readable | AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+): AsyncIterable<Int16Array> {
   let carry: number | null = null;
   for await (const chunk of bytes as AsyncIterable<Uint8Array>) {
     let data = chunk;

@@ -6,7 +6,7 @@
 import { encodeContinuous, encodePiece, type ContinuousPiece } from '../audio/continuous-encoder.js';
 import type { EncoderPool } from '../audio/encoder-pool.js';
 import type { PieceAudioSource } from '../tasks/piece-audio.js';
-import { pcmChunks } from './pcm-chunks.js';
+import { pcmChunks } from '../audio/pcm-stream.js';
 
 /** What a pipeline reads from and encodes with. */
 export interface PipelineDeps {

@@ -20,7 +20,7 @@ import { AppError, isAppError } from '../errors/app-error.js';
 import { PieceAudioStore, type PieceState } from '../tasks/piece-audio.js';
 import type { StreamTaskLookup, StreamTaskView } from '../tasks/stream-view.js';
 import { InProcessTaskEvents } from '../tasks/task-events.js';
-import { pcmChunks } from './pcm-chunks.js';
+import { pcmChunks } from '../audio/pcm-stream.js';
 import { createStreamService, type StreamRequest, type StreamResponse, type StreamService } from './stream-service.js';
 
 const pool = createEncoderPool({ size: 1 });
