@@ -160,8 +160,9 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     config,
     services: { database, accounts, voices, splitters, engines, synthesis, encoders, tasks, runner, stream },
     close: async () => {
-      await http.close();
+      // Cut live streams first: a reader of a stuck task would otherwise hold http.close() open.
       await stream.close();
+      await http.close();
       await runner.stop();
       await synthesis.close();
       await encoders.close();
