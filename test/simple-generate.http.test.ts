@@ -5,12 +5,10 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { encodePiece } from '../src/audio/continuous-encoder.js';
-import { concatPcm } from '../src/audio/pcm.js';
 import type { OneShotAudioInfo, OneShotResult } from '../src/tasks/one-shot.js';
 import type { TaskDetailView } from '../src/tasks/task-service.js';
 import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs } from './helpers/audio-check.js';
-import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
+import { bearer, speechMp3, startTestApp, type TestApp } from './helpers/test-app.js';
 
 interface ErrorBody {
   status: number;
@@ -28,7 +26,7 @@ const upstream = createServer((req, res) => {
   req.resume();
   req.on('end', () => void upstreamHandler(req, res));
 });
-let upstreamMp3 = Buffer.alloc(0);
+let upstreamMp3: Buffer = Buffer.alloc(0);
 
 let t: TestApp;
 let voiceId = '';
@@ -44,15 +42,7 @@ before(async () => {
   voiceId = await createVoice({ name: 'Narrator' });
   remoteVoiceId = await createVoice({ name: 'Alloy', engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' } });
   // Real MP3 for the upstream: espeak speech through our own encoder.
-  const binding = { engine: 'espeak', voice: 'en-us' } as const;
-  const chunks: Int16Array[] = [];
-  const text = 'The remote engine sends this sentence back as MP3, a few seconds of speech in all.';
-  for await (const pcm of t.app.services.synthesis.engineFor(binding).synthesize({ text, voice: binding, speechRate: 1 }, new AbortController().signal)) {
-    chunks.push(pcm);
-  }
-  const parts: Uint8Array[] = [];
-  for await (const b of encodePiece([concatPcm(chunks)], t.app.services.encoders.open())) parts.push(b);
-  upstreamMp3 = Buffer.concat(parts);
+  upstreamMp3 = await speechMp3(t.app, 'The remote engine sends this sentence back as MP3, a few seconds of speech in all.');
 });
 
 after(async () => {

@@ -12,12 +12,11 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { buildApp, type App } from '../src/app.js';
-import { encodePiece } from '../src/audio/continuous-encoder.js';
 import { concatPcm, samplesFor, silence } from '../src/audio/pcm.js';
 import { loadConfig } from '../src/config/config.js';
 import type { TaskDetailView, TaskView } from '../src/tasks/task-service.js';
 import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs, silentRuns, type SampleRange } from './helpers/audio-check.js';
-import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
+import { bearer, speechMp3, startTestApp, type TestApp } from './helpers/test-app.js';
 
 interface ErrorBody {
   status: number;
@@ -44,7 +43,7 @@ const upstream = createServer((req, res) => {
   });
 });
 /** Real MP3 speech, made by our own encoder from espeak PCM (set in before()). */
-let upstreamMp3 = Buffer.alloc(0);
+let upstreamMp3: Buffer = Buffer.alloc(0);
 
 function serveMp3(): Handler {
   return (_req, res) => {
@@ -90,15 +89,7 @@ before(async () => {
   voiceId = await createVoice(t.key, { name: 'Narrator' });
   remoteVoiceId = await createVoice(t.key, { name: 'Alloy', engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' } });
   // The upstream's audio: espeak speech encoded by our own encoder, as a real service would send MP3.
-  const binding = { engine: 'espeak', voice: 'en-us' } as const;
-  const chunks: Int16Array[] = [];
-  const engine = t.app.services.synthesis.engineFor(binding);
-  for await (const pcm of engine.synthesize({ text: 'This sentence comes from the remote engine.', voice: binding, speechRate: 1 }, new AbortController().signal)) {
-    chunks.push(pcm);
-  }
-  const parts: Uint8Array[] = [];
-  for await (const b of encodePiece([concatPcm(chunks)], t.app.services.encoders.open())) parts.push(b);
-  upstreamMp3 = Buffer.concat(parts);
+  upstreamMp3 = await speechMp3(t.app, 'This sentence comes from the remote engine.');
 });
 
 after(async () => {

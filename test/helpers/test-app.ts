@@ -10,6 +10,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { Kysely } from 'kysely';
 import { PGliteDialect } from 'kysely-pglite-dialect';
 import { buildApp, type App } from '../../src/app.js';
+import { encodePiece } from '../../src/audio/continuous-encoder.js';
 import { loadConfig, type AppConfig } from '../../src/config/config.js';
 import { migrateToLatest } from '../../src/storage/database.js';
 import { migrations } from '../../src/storage/migrations/index.js';
@@ -96,4 +97,13 @@ export async function startTestApp(options: { env?: Record<string, string>; list
 /** Authorization header for a key. */
 export function bearer(key: string): { authorization: string } {
   return { authorization: `Bearer ${key}` };
+}
+
+/** Real MP3 for a fake upstream engine: the app's own espeak speech through its own encoder. */
+export async function speechMp3(app: App, text: string): Promise<Buffer> {
+  const binding = { engine: 'espeak', voice: 'en-us' } as const;
+  const pcm = app.services.synthesis.engineFor(binding).synthesize({ text, voice: binding, speechRate: 1 }, new AbortController().signal);
+  const parts: Uint8Array[] = [];
+  for await (const bytes of encodePiece(pcm, app.services.encoders.open())) parts.push(bytes);
+  return Buffer.concat(parts);
 }
