@@ -1,5 +1,6 @@
 /** Database access for saved splitter configurations. The config is stored as JSON text, verbatim. */
 import type { Kysely } from 'kysely';
+import { fetchPage } from '../storage/paging.js';
 import type { Database, SplitterRow } from '../storage/schema.js';
 
 export class SplitterStore {
@@ -23,21 +24,7 @@ export class SplitterStore {
     limit: number,
     offset: number,
   ): Promise<{ rows: SplitterRow[]; total: number }> {
-    const rows = await this.db
-      .selectFrom('splitters')
-      .selectAll()
-      .where('account_id', '=', accountId)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(limit)
-      .offset(offset)
-      .execute();
-    const count = await this.db
-      .selectFrom('splitters')
-      .select((eb) => eb.fn.countAll<string>().as('n'))
-      .where('account_id', '=', accountId)
-      .executeTakeFirstOrThrow();
-    return { rows, total: Number(count.n) };
+    return fetchPage(this.db.selectFrom('splitters').selectAll().where('account_id', '=', accountId), limit, offset);
   }
 
   /** Replaces name and config only if the row still holds `expectedConfig` (optimistic concurrency). */

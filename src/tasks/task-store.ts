@@ -1,6 +1,6 @@
 /** Database access for generation tasks and their pieces; the tasks table is the durable queue. */
-import { sql, type Kysely } from 'kysely';
-import type { Insertable } from 'kysely';
+import { sql, type Insertable, type Kysely } from 'kysely';
+import { fetchPage } from '../storage/paging.js';
 import type { Database, PieceStatus, TaskContentRow, TaskContentsTable, TaskRow, TaskStatus } from '../storage/schema.js';
 
 export interface NewTask {
@@ -39,9 +39,7 @@ export class TaskStore {
   ): Promise<{ rows: TaskRow[]; total: number }> {
     let query = this.db.selectFrom('tasks').where('account_id', '=', accountId);
     if (status !== undefined) query = query.where('status', '=', status);
-    const rows = await query.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute();
-    const count = await query.select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
-    return { rows, total: Number(count.n) };
+    return fetchPage(query.selectAll(), limit, offset);
   }
 
   /** Deletes a finished task (not pending/processing); false when there was no such deletable row. */

@@ -1,5 +1,6 @@
 /** Database access for voice characters. */
 import type { Kysely } from 'kysely';
+import { fetchPage } from '../storage/paging.js';
 import type { Database, NewVoiceRow, VoiceRow, VoiceVersion } from '../storage/schema.js';
 
 export class VoiceStore {
@@ -19,21 +20,7 @@ export class VoiceStore {
   }
 
   async list(accountId: string, limit: number, offset: number): Promise<{ rows: VoiceRow[]; total: number }> {
-    const rows = await this.db
-      .selectFrom('voices')
-      .selectAll()
-      .where('account_id', '=', accountId)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(limit)
-      .offset(offset)
-      .execute();
-    const count = await this.db
-      .selectFrom('voices')
-      .select((eb) => eb.fn.countAll<string>().as('n'))
-      .where('account_id', '=', accountId)
-      .executeTakeFirstOrThrow();
-    return { rows, total: Number(count.n) };
+    return fetchPage(this.db.selectFrom('voices').selectAll().where('account_id', '=', accountId), limit, offset);
   }
 
   async delete(accountId: string, id: string): Promise<boolean> {
