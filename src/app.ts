@@ -150,7 +150,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
     await scope.register(splitterRoutes(splitters, config.limits));
     await scope.register(taskRoutes(tasks, splitters));
-    await scope.register(simpleGenerateRoutes(new OneShotService({ tasks, events, pieceAudio, encoders, publicUrl: config.publicUrl })));
+    await scope.register(simpleGenerateRoutes(new OneShotService({ tasks, events, pieceAudio, encoders })));
   });
 
   await http.ready();

@@ -59,8 +59,6 @@ export interface OneShotDeps {
   events: TaskEvents;
   pieceAudio: PieceAudioSource;
   encoders: EncoderPool;
-  /** PUBLIC_URL, for the stored-audio URL announced before the audio exists. */
-  publicUrl: string;
 }
 
 /** Fields of the content item whose query-string values are numbers. */
@@ -145,8 +143,7 @@ export class OneShotService {
     const auth = await this.authToken(task.id);
     const info: OneShotAudioInfo = {
       id: task.id,
-      // The URL TaskService gives metadata.audio once stored (the stored-audio route).
-      audio: `${this.deps.publicUrl}/api/tts/generate/${task.id}/audio.mp3?auth=${auth}`,
+      audio: this.deps.tasks.audioUrl(task.id, auth),
       streamUrl: this.deps.tasks.streamUrl(task.id, auth),
       credit_used: task.billing.credits,
       billing: task.billing,

@@ -153,14 +153,14 @@ export class TaskService implements StreamTaskLookup {
       id: task.id,
       status: task.status,
       authToken: task.auth_token,
-      audioUrl: task.audio_key ? this.audioUrl(task, null) : null,
+      audioUrl: task.audio_key ? this.audioUrl(task.id, task.auth_token, null) : null,
       pieces: pieces.map((p) => {
         const params = JSON.parse(p.params) as PieceParams;
         return {
           idx: p.idx,
           interval: params.interval,
           status: p.status,
-          audioUrl: p.audio_key ? this.audioUrl(task, p.idx) : null,
+          audioUrl: p.audio_key ? this.audioUrl(task.id, task.auth_token, p.idx) : null,
           instructMode: params.instruct_mode === true,
         };
       }),
@@ -182,9 +182,10 @@ export class TaskService implements StreamTaskLookup {
     return key;
   }
 
-  private audioUrl(task: TaskRow, idx: number | null): string {
+  /** URL of a task's stored merged audio (idx null) or of one piece's, as metadata shows it. */
+  audioUrl(taskId: string, authToken: string, idx: number | null = null): string {
     const path = idx === null ? 'audio.mp3' : `${idx}/audio.mp3`;
-    return `${this.publicUrl}/api/tts/generate/${task.id}/${path}?auth=${task.auth_token}`;
+    return `${this.publicUrl}/api/tts/generate/${taskId}/${path}?auth=${authToken}`;
   }
 
   private async requireOwn(accountId: string, id: string): Promise<TaskRow> {
@@ -209,7 +210,7 @@ export class TaskService implements StreamTaskLookup {
             voiceId: p.voice_id,
             ...(JSON.parse(p.params) as PieceParams),
           };
-          if (p.audio_key) content.audio = this.audioUrl(task, p.idx);
+          if (p.audio_key) content.audio = this.audioUrl(task.id, task.auth_token, p.idx);
           if (p.generated_at) content.generatedAt = p.generated_at.toISOString();
           return content;
         }),
@@ -219,7 +220,7 @@ export class TaskService implements StreamTaskLookup {
     };
     const echo = JSON.parse(task.request) as Record<string, unknown>;
     if (Object.keys(echo).length > 0) view.metadata.request = echo;
-    if (task.audio_key) view.metadata.audio = this.audioUrl(task, null);
+    if (task.audio_key) view.metadata.audio = this.audioUrl(task.id, task.auth_token, null);
     if (task.generated_at) view.metadata.generatedAt = task.generated_at.toISOString();
     if (task.error) view.error = task.error;
     if (withStream) view.streamUrl = this.streamUrl(task.id, task.auth_token);
