@@ -101,7 +101,11 @@ async function main(): Promise<void> {
   const pool: EncoderPool = createEncoderPool({ size: 1 });
   const dir = await mkdtemp(join(tmpdir(), 'pipeline-bench-'));
   try {
-    const req: SynthesisRequest = { text: PARAGRAPH, voice: { engine: 'espeak', voice: 'en-us' }, speechRate: 1 };
+    const req: SynthesisRequest = {
+      text: PARAGRAPH,
+      voice: { engine: 'espeak', voice: 'en-us' },
+      speechRate: 1,
+    };
     const words = PARAGRAPH.split(' ').length;
 
     // Warm-up: worker threads start, wasm compiles, espeak loads its data.
@@ -111,14 +115,36 @@ async function main(): Promise<void> {
 
     const pipeline: Timing[] = [];
     for (let i = 0; i < runs; i++) {
-      pipeline.push(await timed(async () => void (await drain(encodePiece(engine.synthesize(req, new AbortController().signal), pool.open())))));
+      pipeline.push(
+        await timed(
+          async () =>
+            void (await drain(
+              encodePiece(engine.synthesize(req, new AbortController().signal), pool.open()),
+            )),
+        ),
+      );
     }
     const encodeOnly: Timing[] = [];
-    for (let i = 0; i < runs; i++) encodeOnly.push(await timed(async () => void (await drain(encodePiece(chunks(pcm), pool.open())))));
+    for (let i = 0; i < runs; i++)
+      encodeOnly.push(await timed(async () => void (await drain(encodePiece(chunks(pcm), pool.open())))));
 
     const raw = join(dir, 'speech.raw');
     await writeFile(raw, pcmToBuffer(monoToStereo(pcm)));
-    const lameArgs = ['-r', '-s', '44.1', '--bitwidth', '16', '-m', 'j', '-b', '320', '--cbr', '--silent', raw, join(dir, 'lame.mp3')];
+    const lameArgs = [
+      '-r',
+      '-s',
+      '44.1',
+      '--bitwidth',
+      '16',
+      '-m',
+      'j',
+      '-b',
+      '320',
+      '--cbr',
+      '--silent',
+      raw,
+      join(dir, 'lame.mp3'),
+    ];
     const lame: Timing[] = [];
     for (let i = 0; i < runs + 1; i++) {
       const t = await timed(async () => void (await run('lame', lameArgs)), true);
@@ -133,14 +159,26 @@ async function main(): Promise<void> {
     const lWall = median(lame.map((t) => t.wall));
     const lCpu = median(lame.map((t) => t.cpu));
 
-    console.log(`Machine: ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}`);
-    console.log(`Input: ${words} words → ${audioSeconds.toFixed(2)} s of speech; median of ${runs} runs after a warm-up\n`);
+    console.log(
+      `Machine: ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}`,
+    );
+    console.log(
+      `Input: ${words} words → ${audioSeconds.toFixed(2)} s of speech; median of ${runs} runs after a warm-up\n`,
+    );
     console.log('| stage | wall | realtime factor (wall) | CPU (all threads) | realtime factor (CPU) |');
     console.log('|---|---|---|---|---|');
-    console.log(`| pipeline: espeak + resample + wasm LAME 320k | ${pWall.toFixed(3)} s | ${rtf(pWall)}× | ${pCpu.toFixed(3)} s | ${rtf(pCpu)}× |`);
-    console.log(`| encode only: wasm LAME 320k (encoder pool) | ${eWall.toFixed(3)} s | ${rtf(eWall)}× | ${eCpu.toFixed(3)} s | ${rtf(eCpu)}× |`);
-    console.log(`| encode only: native lame CLI (\`lame ${lameArgs.slice(0, 10).join(' ')}\`) | ${lWall.toFixed(3)} s | ${rtf(lWall)}× | ${lCpu.toFixed(2)} s | ${rtf(lCpu)}× |`);
-    console.log(`\nwasm encode speed / native lame speed: ${(lWall / eWall).toFixed(2)} (wall), ${(lCpu / eCpu).toFixed(2)} (CPU)`);
+    console.log(
+      `| pipeline: espeak + resample + wasm LAME 320k | ${pWall.toFixed(3)} s | ${rtf(pWall)}× | ${pCpu.toFixed(3)} s | ${rtf(pCpu)}× |`,
+    );
+    console.log(
+      `| encode only: wasm LAME 320k (encoder pool) | ${eWall.toFixed(3)} s | ${rtf(eWall)}× | ${eCpu.toFixed(3)} s | ${rtf(eCpu)}× |`,
+    );
+    console.log(
+      `| encode only: native lame CLI (\`lame ${lameArgs.slice(0, 10).join(' ')}\`) | ${lWall.toFixed(3)} s | ${rtf(lWall)}× | ${lCpu.toFixed(2)} s | ${rtf(lCpu)}× |`,
+    );
+    console.log(
+      `\nwasm encode speed / native lame speed: ${(lWall / eWall).toFixed(2)} (wall), ${(lCpu / eCpu).toFixed(2)} (CPU)`,
+    );
   } finally {
     await rm(dir, { recursive: true, force: true });
     await pool.close();

@@ -97,14 +97,20 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     remoteEndpoints: config.remoteEngines,
     ...(config.synthesisThreads !== undefined && { synthesisThreads: config.synthesisThreads }),
   });
-  const encoders = createEncoderPool(config.encoderThreads !== undefined ? { size: config.encoderThreads } : {});
+  const encoders = createEncoderPool(
+    config.encoderThreads !== undefined ? { size: config.encoderThreads } : {},
+  );
   const events = new InProcessTaskEvents();
   const taskStore = new TaskStore(database.db);
-  const pieceAudio = new PieceAudioStore(join(config.dataDir, 'work', 'tasks'), events, async (taskId, idx) => {
-    const state = await taskStore.pieceStatus(taskId, idx);
-    if (state === undefined || state.piece === 'failed' || state.task === 'failed') return 'failed';
-    return state.piece === 'generated' ? 'generated' : 'waiting';
-  });
+  const pieceAudio = new PieceAudioStore(
+    join(config.dataDir, 'work', 'tasks'),
+    events,
+    async (taskId, idx) => {
+      const state = await taskStore.pieceStatus(taskId, idx);
+      if (state === undefined || state.piece === 'failed' || state.task === 'failed') return 'failed';
+      return state.piece === 'generated' ? 'generated' : 'waiting';
+    },
+  );
 
   const http = createHttpServer(config, options.logger);
   const runner = new TaskRunner({
@@ -117,7 +123,9 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     concurrency: config.generationConcurrency,
     log: http.log,
   });
-  const tasks = new TaskService(taskStore, voices, blobs, pieceAudio, config.limits, config.publicUrl, () => runner.wake());
+  const tasks = new TaskService(taskStore, voices, blobs, pieceAudio, config.limits, config.publicUrl, () =>
+    runner.wake(),
+  );
 
   const stream = createStreamService({
     tasks,
@@ -128,12 +136,18 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   });
 
   await http.register(
-    healthRoutes(database.db, () => ({ streamPipelineRuns: stream.pipelineRuns(), activeGenerations: runner.active })),
+    healthRoutes(database.db, () => ({
+      streamPipelineRuns: stream.pipelineRuns(),
+      activeGenerations: runner.active,
+    })),
   );
   await http.register(audioRoutes(tasks, blobs));
   // Stream endpoints: only the task's `auth` query token, never a bearer key (spec §5).
   await http.register(
-    streamRoutes(stream, { rateLimitMax: config.rateLimit.streamMax, rateLimitWindowMs: config.rateLimit.windowMs }),
+    streamRoutes(stream, {
+      rateLimitMax: config.rateLimit.streamMax,
+      rateLimitWindowMs: config.rateLimit.windowMs,
+    }),
   );
 
   // Protected routes: bearer key first, then the per-account rate limit.

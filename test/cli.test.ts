@@ -28,7 +28,9 @@ describe('operator CLI', () => {
     assert.match(await cli('accounts', 'create', 'alice'), /account alice created/);
     const key = await cli('keys', 'create', 'alice');
     assert.match(key, /^sk-[a-z0-9]{32}$/);
-    const imported = JSON.parse(await cli('voices', 'import', 'alice', '--name', 'legacy', '--version', 'v1.0', '--lora')) as {
+    const imported = JSON.parse(
+      await cli('voices', 'import', 'alice', '--name', 'legacy', '--version', 'v1.0', '--lora'),
+    ) as {
       id: string;
       version: string;
       metadata: { withLora: boolean };
@@ -45,7 +47,11 @@ describe('operator CLI', () => {
     try {
       const info = await t.app.http.inject({ method: 'GET', url: '/api/account/info', headers: bearer(key) });
       assert.equal(info.json<{ data: { name: string } }>().data.name, 'alice');
-      const migrate = await t.app.http.inject({ method: 'POST', url: `/api/voice/${imported.id}/migrateV3`, headers: bearer(key) });
+      const migrate = await t.app.http.inject({
+        method: 'POST',
+        url: `/api/voice/${imported.id}/migrateV3`,
+        headers: bearer(key),
+      });
       assert.equal(migrate.json<{ code: string }>().code, 'VOICE_MIGRATE_NOT_ALLOWED');
     } finally {
       await t.close();
@@ -62,9 +68,12 @@ describe('operator CLI', () => {
   });
 
   it('rejects a bad version with a clear message and a non-zero exit', async () => {
-    await assert.rejects(cli('voices', 'import', 'alice', '--name', 'x', '--version', 'v9'), (err: { stderr: string }) => {
-      assert.match(err.stderr, /expected one of v1.0, v2.0, v3.0, v4.0/);
-      return true;
-    });
+    await assert.rejects(
+      cli('voices', 'import', 'alice', '--name', 'x', '--version', 'v9'),
+      (err: { stderr: string }) => {
+        assert.match(err.stderr, /expected one of v1.0, v2.0, v3.0, v4.0/);
+        return true;
+      },
+    );
   });
 });

@@ -5,7 +5,12 @@ import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-function assertErrorShape(res: { statusCode: number; headers: Record<string, unknown>; json(): unknown }, status: number, code: string, reportable: boolean) {
+function assertErrorShape(
+  res: { statusCode: number; headers: Record<string, unknown>; json(): unknown },
+  status: number,
+  code: string,
+  reportable: boolean,
+) {
   assert.equal(res.statusCode, status);
   const requestId = res.headers['x-service-app-request-id'];
   assert.match(String(requestId), UUID);
@@ -20,7 +25,9 @@ function assertErrorShape(res: { statusCode: number; headers: Record<string, unk
 describe('HTTP conventions', () => {
   let t: TestApp;
   before(async () => {
-    t = await startTestApp({ env: { RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_MS: '60000', BODY_LIMIT_BYTES: '2048' } });
+    t = await startTestApp({
+      env: { RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_MS: '60000', BODY_LIMIT_BYTES: '2048' },
+    });
   });
   after(async () => t.close());
 
@@ -32,7 +39,12 @@ describe('HTTP conventions', () => {
   });
 
   it('401 AUTH_UNAUTHORIZED without, with a malformed, and with an unknown bearer key', async () => {
-    for (const headers of [{}, { authorization: 'Bearer nope' }, bearer(`sk-${'a'.repeat(32)}`), { authorization: `Basic ${t.key}` }]) {
+    for (const headers of [
+      {},
+      { authorization: 'Bearer nope' },
+      bearer(`sk-${'a'.repeat(32)}`),
+      { authorization: `Basic ${t.key}` },
+    ]) {
       const res = await t.app.http.inject({ method: 'GET', url: '/api/account/info', headers });
       assertErrorShape(res, 401, 'AUTH_UNAUTHORIZED', false);
     }
@@ -40,7 +52,11 @@ describe('HTTP conventions', () => {
 
   it('GET /api/account/info returns the account of the key', async () => {
     const other = await t.newAccount('info-check');
-    const res = await t.app.http.inject({ method: 'GET', url: '/api/account/info', headers: bearer(other.key) });
+    const res = await t.app.http.inject({
+      method: 'GET',
+      url: '/api/account/info',
+      headers: bearer(other.key),
+    });
     assert.equal(res.statusCode, 200);
     const body = res.json<{ status: number; message: string; data: { id: string; name: string } }>();
     assert.equal(body.status, 200);
@@ -78,7 +94,10 @@ describe('HTTP conventions', () => {
       method: 'POST',
       url: '/api/splitter',
       headers: { ...bearer(other.key), 'content-type': 'application/json' },
-      payload: JSON.stringify({ name: 'x', config: { fallbackConfig: { voiceId: 'v' }, pad: { text: 'x'.repeat(4096) } } }),
+      payload: JSON.stringify({
+        name: 'x',
+        config: { fallbackConfig: { voiceId: 'v' }, pad: { text: 'x'.repeat(4096) } },
+      }),
     });
     assertErrorShape(res, 413, 'UPLOAD_TOO_LARGE', false);
   });
@@ -88,7 +107,11 @@ describe('HTTP conventions', () => {
     const statuses: number[] = [];
     let last;
     for (let i = 0; i < 7; i++) {
-      last = await t.app.http.inject({ method: 'GET', url: '/api/account/info', headers: bearer(limited.key) });
+      last = await t.app.http.inject({
+        method: 'GET',
+        url: '/api/account/info',
+        headers: bearer(limited.key),
+      });
       statuses.push(last.statusCode);
     }
     assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429, 429]);
@@ -97,17 +120,34 @@ describe('HTTP conventions', () => {
     assert.match(String(last.headers['retry-after']), /^\d+$/);
     assert.ok(Number(last.headers['retry-after']) >= 1);
     const fresh = await t.newAccount();
-    const ok = await t.app.http.inject({ method: 'GET', url: '/api/account/info', headers: bearer(fresh.key) });
+    const ok = await t.app.http.inject({
+      method: 'GET',
+      url: '/api/account/info',
+      headers: bearer(fresh.key),
+    });
     assert.equal(ok.statusCode, 200);
   });
 
   it('an internal failure is a reportable 500 SYSTEM_INTERNAL_ERROR without internals', async () => {
     const other = await t.newAccount();
-    const created = await t.app.http.inject({ method: 'POST', url: '/api/voice', headers: bearer(other.key), payload: { name: 'broken' } });
+    const created = await t.app.http.inject({
+      method: 'POST',
+      url: '/api/voice',
+      headers: bearer(other.key),
+      payload: { name: 'broken' },
+    });
     const id = created.json<{ data: { id: string } }>().data.id;
     // Corrupt the stored engine binding underneath the service.
-    await t.app.services.database.db.updateTable('voices').set({ engine: '{not json' }).where('id', '=', id).execute();
-    const res = await t.app.http.inject({ method: 'GET', url: `/api/voice/${id}`, headers: bearer(other.key) });
+    await t.app.services.database.db
+      .updateTable('voices')
+      .set({ engine: '{not json' })
+      .where('id', '=', id)
+      .execute();
+    const res = await t.app.http.inject({
+      method: 'GET',
+      url: `/api/voice/${id}`,
+      headers: bearer(other.key),
+    });
     assertErrorShape(res, 500, 'SYSTEM_INTERNAL_ERROR', true);
     assert.doesNotMatch(res.body, /JSON|stack|at /);
   });

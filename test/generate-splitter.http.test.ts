@@ -70,7 +70,12 @@ describe('generate in splitter mode', () => {
     return res.json<{ data: { id: string } }>().data.id;
   }
 
-  function assertError(res: Awaited<ReturnType<typeof generate>>, status: number, code: string, what: string): ErrorBody {
+  function assertError(
+    res: Awaited<ReturnType<typeof generate>>,
+    status: number,
+    code: string,
+    what: string,
+  ): ErrorBody {
     assert.equal(res.statusCode, status, `${what}: ${res.body}`);
     const body = res.json<ErrorBody>();
     assert.equal(body.status, status, what);
@@ -81,7 +86,10 @@ describe('generate in splitter mode', () => {
   /** Both endpoints parse splitter mode the same way, so every error case is checked on both. */
   async function assertErrorOnBoth(payload: unknown, status: number, code: string): Promise<ErrorBody[]> {
     const out: ErrorBody[] = [];
-    for (const [name, send] of [['generate', generate], ['preview', preview]] as const) {
+    for (const [name, send] of [
+      ['generate', generate],
+      ['preview', preview],
+    ] as const) {
       out.push(assertError(await send(payload), status, code, `${name} ${JSON.stringify(payload)}`));
     }
     return out;
@@ -137,22 +145,42 @@ describe('generate in splitter mode', () => {
       { fallbackConfig: {} },
       { lookupTable: { a: { tags: [] } }, fallbackConfig: { voiceId: voiceA } },
     ];
-    for (const splitter of invalid) await assertErrorOnBoth({ text: 'Hello.', splitter }, 400, 'TTS_SPLITTER_INVALID');
+    for (const splitter of invalid)
+      await assertErrorOnBoth({ text: 'Hello.', splitter }, 400, 'TTS_SPLITTER_INVALID');
     // Valid config, but an utterance ends up with no voiceId (a rate-only marker with nothing in force).
-    const [body] = await assertErrorOnBoth({ text: '[fast] Hello.', splitter: { splitterMarks: ['[]'], lookupTable: { f: { tags: ['fast'], speechRate: 0.8 } } } }, 400, 'TTS_SPLITTER_INVALID');
+    const [body] = await assertErrorOnBoth(
+      {
+        text: '[fast] Hello.',
+        splitter: { splitterMarks: ['[]'], lookupTable: { f: { tags: ['fast'], speechRate: 0.8 } } },
+      },
+      400,
+      'TTS_SPLITTER_INVALID',
+    );
     assert.match(body?.message ?? '', /voiceId/);
   });
 
   it('validates the parameters an utterance gets as content items', async () => {
     const bad = { '<A>': { voiceId: voiceA, interval: 99 } };
     await assertErrorOnBoth({ text: '<A>Hi.', splitter: bad }, 400, 'VALIDATION_INVALID_VALUE');
-    await assertErrorOnBoth({ text: '<A>Hi.', splitter: { '<A>': { voiceId: voiceA, preset: 'loud' } } }, 400, 'VALIDATION_INVALID_VALUE');
-    await assertErrorOnBoth({ text: '<A>Hi.', splitter: { '<A>': { voiceId: voiceA, speechRate: 5 } } }, 400, 'VALIDATION_INVALID_VALUE');
+    await assertErrorOnBoth(
+      { text: '<A>Hi.', splitter: { '<A>': { voiceId: voiceA, preset: 'loud' } } },
+      400,
+      'VALIDATION_INVALID_VALUE',
+    );
+    await assertErrorOnBoth(
+      { text: '<A>Hi.', splitter: { '<A>': { voiceId: voiceA, speechRate: 5 } } },
+      400,
+      'VALIDATION_INVALID_VALUE',
+    );
     // More utterances than a task may have contents (default 200).
-    await assertErrorOnBoth({ text: '<A>x'.repeat(201), splitter: { '<A>': { voiceId: voiceA } } }, 400, 'TTS_CONTENTS_INVALID');
+    await assertErrorOnBoth(
+      { text: '<A>x'.repeat(201), splitter: { '<A>': { voiceId: voiceA } } },
+      400,
+      'TTS_CONTENTS_INVALID',
+    );
   });
 
-  it('answers 404 SPLITTER_NOT_FOUND for an unknown or another account\'s splitterId', async () => {
+  it("answers 404 SPLITTER_NOT_FOUND for an unknown or another account's splitterId", async () => {
     const other = await t.newAccount();
     const foreign = await saveSplitter({ fallbackConfig: { voiceId: voiceA } }, other.key);
     for (const splitterId of [randomUUID(), 'not-a-uuid', foreign]) {
@@ -165,7 +193,11 @@ describe('generate in splitter mode', () => {
 
   it('answers 500 TTS_SPLITTER_METADATA_INVALID (with requestId) when the stored config is corrupt', async () => {
     const splitterId = await saveSplitter(dialogue());
-    await t.app.services.database.db.updateTable('splitters').set({ config: '{broken' }).where('id', '=', splitterId).execute();
+    await t.app.services.database.db
+      .updateTable('splitters')
+      .set({ config: '{broken' })
+      .where('id', '=', splitterId)
+      .execute();
     for (const send of [generate, preview]) {
       const res = await send({ text: '<CharacterA>Hi.', splitterId });
       const body = assertError(res, 500, 'TTS_SPLITTER_METADATA_INVALID', 'corrupt config');
@@ -175,7 +207,12 @@ describe('generate in splitter mode', () => {
       assert.deepEqual(Object.keys(body).sort(), ['code', 'message', 'requestId', 'status']);
     }
     // The 4xx errors of splitter mode are not reportable: no requestId.
-    const notFound = assertError(await generate({ text: 'Hi.', splitterId: randomUUID() }), 404, 'SPLITTER_NOT_FOUND', 'unknown');
+    const notFound = assertError(
+      await generate({ text: 'Hi.', splitterId: randomUUID() }),
+      404,
+      'SPLITTER_NOT_FOUND',
+      'unknown',
+    );
     assert.equal(notFound.requestId, undefined);
   });
 
@@ -189,7 +226,11 @@ describe('generate in splitter mode', () => {
       }
     }
     // With a fallback, only a text of nothing but markers splits into nothing.
-    for (const body of await assertErrorOnBoth({ text: '<A> <A>\n<A>', splitter: { ...noFallback, fallbackConfig: { voiceId: voiceA } } }, 400, 'TTS_TEXT_EMPTY')) {
+    for (const body of await assertErrorOnBoth(
+      { text: '<A> <A>\n<A>', splitter: { ...noFallback, fallbackConfig: { voiceId: voiceA } } },
+      400,
+      'TTS_TEXT_EMPTY',
+    )) {
       assert.match(body.message, /no utterance/);
       assert.match(body.message, /only markers/);
     }
@@ -199,10 +240,27 @@ describe('generate in splitter mode', () => {
     const acct = await t.newAccount();
     const ownVoice = await createVoice('Own', { engine: 'espeak', voice: 'en-us' }, acct.key);
     const splitter = { '<A>': { voiceId: ownVoice }, '<B>': { voiceId: 'no-such-voice' } };
-    assertError(await generate({ text: '<A>Hi.<B>Hello.', splitter }, acct.key), 404, 'VOICE_NOT_FOUND', 'unknown voice');
+    assertError(
+      await generate({ text: '<A>Hi.<B>Hello.', splitter }, acct.key),
+      404,
+      'VOICE_NOT_FOUND',
+      'unknown voice',
+    );
     // Another account's voice is unknown too.
-    assertError(await generate({ text: '<A>Hi.<B>Hello.', splitter: { ...splitter, '<B>': { voiceId: voiceA } } }, acct.key), 404, 'VOICE_NOT_FOUND', 'foreign voice');
-    const list = await t.app.http.inject({ method: 'GET', url: '/api/tts/generate', headers: bearer(acct.key) });
+    assertError(
+      await generate(
+        { text: '<A>Hi.<B>Hello.', splitter: { ...splitter, '<B>': { voiceId: voiceA } } },
+        acct.key,
+      ),
+      404,
+      'VOICE_NOT_FOUND',
+      'foreign voice',
+    );
+    const list = await t.app.http.inject({
+      method: 'GET',
+      url: '/api/tts/generate',
+      headers: bearer(acct.key),
+    });
     assert.equal(list.json<{ total: number }>().total, 0);
   });
 
@@ -213,7 +271,8 @@ describe('generate in splitter mode', () => {
       lookupTable: { slow: { tags: ['slow'], speechRate: 2 } },
       fallbackConfig: { voiceId: voiceA, speechRate: 0.5 },
     };
-    const text = 'Once upon a time. <CharacterA>Hi there.<CharacterB>Hello! [slow] Take it easy.<CharacterA> Bye.';
+    const text =
+      'Once upon a time. <CharacterA>Hi there.<CharacterB>Hello! [slow] Take it easy.<CharacterA> Bye.';
     const want = [
       { text: 'Once upon a time.', voiceId: voiceA, speechRate: 0.5, interval: 0.5 },
       { text: 'Hi there.', voiceId: voiceA, speechRate: 1, interval: 0.5 },
@@ -223,21 +282,42 @@ describe('generate in splitter mode', () => {
       { text: 'Bye.', voiceId: voiceA, speechRate: 1, interval: 0.2 },
     ];
     const splitterId = await saveSplitter(splitter);
-    for (const payload of [{ text, splitter }, { text, splitterId }]) {
+    for (const payload of [
+      { text, splitter },
+      { text, splitterId },
+    ]) {
       const res = await generate(payload);
       assert.equal(res.statusCode, 200, res.body);
       const task = res.json<{ data: TaskBody }>().data;
       assert.equal(task.type, 'splitter');
       assert.deepEqual(
-        task.metadata.contents.map((c) => ({ text: c.text, voiceId: c.voiceId, speechRate: c.speechRate, interval: c.interval })),
+        task.metadata.contents.map((c) => ({
+          text: c.text,
+          voiceId: c.voiceId,
+          speechRate: c.speechRate,
+          interval: c.interval,
+        })),
         want,
       );
-      assert.deepEqual(task.metadata.contents.map((c) => c.index), [0, 1, 2, 3, 4]);
+      assert.deepEqual(
+        task.metadata.contents.map((c) => c.index),
+        [0, 1, 2, 3, 4],
+      );
       assert.deepEqual(task.metadata.voices.sort(), [voiceA, voiceB].sort());
-      assert.deepEqual(task.metadata.request, 'splitterId' in payload ? { text, splitterId } : { text, splitter });
+      assert.deepEqual(
+        task.metadata.request,
+        'splitterId' in payload ? { text, splitterId } : { text, splitter },
+      );
       // The detail endpoint shows the same pieces.
-      const got = await t.app.http.inject({ method: 'GET', url: `/api/tts/generate/${task.id}`, headers: bearer(t.key) });
-      assert.deepEqual(got.json<{ data: TaskBody }>().data.metadata.contents.map((c) => c.text), want.map((w) => w.text));
+      const got = await t.app.http.inject({
+        method: 'GET',
+        url: `/api/tts/generate/${task.id}`,
+        headers: bearer(t.key),
+      });
+      assert.deepEqual(
+        got.json<{ data: TaskBody }>().data.metadata.contents.map((c) => c.text),
+        want.map((w) => w.text),
+      );
     }
   });
 
@@ -252,12 +332,36 @@ describe('generate in splitter mode', () => {
       };
       const text = 'Dropped narration. <CharacterA>Hi.<CharacterB>Hello.【soft low】Psst.<CharacterA>   ';
       const want: PreviewUtterance[] = [
-        { index: 0, text: 'Hi.', voiceId: 'va', speechRate: 1, marker: '<CharacterA>', params: { speechRate: 1, interval: 0.5 } },
-        { index: 1, text: 'Hello.', voiceId: 'vb', speechRate: 2, marker: '<CharacterB>', params: { preset: 'stable', speechRate: 2, interval: 0.5 } },
-        { index: 2, text: 'Psst.', voiceId: 'vb', speechRate: 0.8, marker: '【soft low】', params: { preset: 'stable', speechRate: 0.8, interval: 0.5 } },
+        {
+          index: 0,
+          text: 'Hi.',
+          voiceId: 'va',
+          speechRate: 1,
+          marker: '<CharacterA>',
+          params: { speechRate: 1, interval: 0.5 },
+        },
+        {
+          index: 1,
+          text: 'Hello.',
+          voiceId: 'vb',
+          speechRate: 2,
+          marker: '<CharacterB>',
+          params: { preset: 'stable', speechRate: 2, interval: 0.5 },
+        },
+        {
+          index: 2,
+          text: 'Psst.',
+          voiceId: 'vb',
+          speechRate: 0.8,
+          marker: '【soft low】',
+          params: { preset: 'stable', speechRate: 0.8, interval: 0.5 },
+        },
       ];
       const splitterId = await saveSplitter(splitter, acct.key);
-      for (const payload of [{ text, splitter }, { text, splitterId }]) {
+      for (const payload of [
+        { text, splitter },
+        { text, splitterId },
+      ]) {
         const res = await preview(payload, acct.key);
         assert.equal(res.statusCode, 200, res.body);
         const body = res.json<{ status: number; data: { utterances: PreviewUtterance[] } }>();
@@ -265,7 +369,11 @@ describe('generate in splitter mode', () => {
         assert.equal(body.status, 200);
         assert.deepEqual(body.data.utterances, want);
       }
-      const list = await t.app.http.inject({ method: 'GET', url: '/api/tts/generate', headers: bearer(acct.key) });
+      const list = await t.app.http.inject({
+        method: 'GET',
+        url: '/api/tts/generate',
+        headers: bearer(acct.key),
+      });
       assert.equal(list.json<{ total: number }>().total, 0);
     });
 
@@ -287,128 +395,178 @@ describe('generate in splitter mode', () => {
 
     it('needs a splitter, a bearer key, and is not taken for a splitter id', async () => {
       assertError(await preview({}), 400, 'VALIDATION_MISSING_FIELD', 'empty body');
-      assertError(await preview({ contents: [{ text: 'Hi.', voiceId: voiceA }] }), 400, 'VALIDATION_MISSING_FIELD', 'contents only');
-      const anon = await t.app.http.inject({ method: 'POST', url: '/api/splitter/preview', payload: { text: 'Hi.', splitter: dialogue() } });
+      assertError(
+        await preview({ contents: [{ text: 'Hi.', voiceId: voiceA }] }),
+        400,
+        'VALIDATION_MISSING_FIELD',
+        'contents only',
+      );
+      const anon = await t.app.http.inject({
+        method: 'POST',
+        url: '/api/splitter/preview',
+        payload: { text: 'Hi.', splitter: dialogue() },
+      });
       assert.equal(anon.statusCode, 401);
       // GET has no preview route: "preview" is looked up as an id.
-      const get = await t.app.http.inject({ method: 'GET', url: '/api/splitter/preview', headers: bearer(t.key) });
+      const get = await t.app.http.inject({
+        method: 'GET',
+        url: '/api/splitter/preview',
+        headers: bearer(t.key),
+      });
       assert.equal(get.statusCode, 404);
       assert.equal(get.json<ErrorBody>().code, 'SPLITTER_NOT_FOUND');
     });
   });
 
-  it('end to end: a two-voice dialogue becomes one clean MP3 with both voices\' pieces in order', { timeout: 180_000 }, async () => {
-    const SENTENCE_1 = 'The quick brown fox jumps over the lazy dog.';
-    const SENTENCE_2 = 'Pack my box with five dozen liquor jugs.';
-    const splitter = {
-      '<Alice>': { voiceId: voiceA, speechRate: 1.0, interval: 0.3 },
-      '<Bob>': { voiceId: voiceB, speechRate: 2.0, interval: 0.6 },
-    };
-    const text = `<Alice>${SENTENCE_1}\n<Bob>${SENTENCE_1}\n<Alice>${SENTENCE_2}\n<Bob>${SENTENCE_2}`;
-    const created = await generate({ text, splitterId: await saveSplitter(splitter) });
-    assert.equal(created.statusCode, 200, created.body);
-    const taskId = created.json<{ data: TaskBody }>().data.id;
+  it(
+    "end to end: a two-voice dialogue becomes one clean MP3 with both voices' pieces in order",
+    { timeout: 180_000 },
+    async () => {
+      const SENTENCE_1 = 'The quick brown fox jumps over the lazy dog.';
+      const SENTENCE_2 = 'Pack my box with five dozen liquor jugs.';
+      const splitter = {
+        '<Alice>': { voiceId: voiceA, speechRate: 1.0, interval: 0.3 },
+        '<Bob>': { voiceId: voiceB, speechRate: 2.0, interval: 0.6 },
+      };
+      const text = `<Alice>${SENTENCE_1}\n<Bob>${SENTENCE_1}\n<Alice>${SENTENCE_2}\n<Bob>${SENTENCE_2}`;
+      const created = await generate({ text, splitterId: await saveSplitter(splitter) });
+      assert.equal(created.statusCode, 200, created.body);
+      const taskId = created.json<{ data: TaskBody }>().data.id;
 
-    // Wait (bounded) until the task is generated and its merged audio stored.
-    let task: TaskBody | undefined;
-    for (let i = 0; i < 1200; i++) {
-      const res = await t.app.http.inject({ method: 'GET', url: `/api/tts/generate/${taskId}`, headers: bearer(t.key) });
-      task = res.json<{ data: TaskBody }>().data;
-      assert.notEqual(task.status, 'failed', JSON.stringify(task));
-      if (task.status === 'generated' && task.metadata.audio !== undefined) break;
-      await sleep(100);
-    }
-    assert.ok(task?.metadata.audio !== undefined, `task never finished: ${JSON.stringify(task)}`);
-
-    const contents = task.metadata.contents;
-    assert.deepEqual(
-      contents.map((c) => [c.index, c.text, c.voiceId, c.speechRate, c.interval]),
-      [
-        [0, SENTENCE_1, voiceA, 1, 0.3],
-        [1, SENTENCE_1, voiceB, 2, 0.6],
-        [2, SENTENCE_2, voiceA, 1, 0.3],
-        [3, SENTENCE_2, voiceB, 2, 0.6],
-      ],
-    );
-
-    const fetchMp3 = async (url: string | undefined): Promise<Buffer> => {
-      assert.ok(url !== undefined && url.startsWith(t.baseUrl), `audio URL ${String(url)}`);
-      const res = await fetch(url);
-      assert.equal(res.status, 200, url);
-      assert.equal(res.headers.get('content-type'), 'audio/mpeg');
-      return Buffer.from(await res.arrayBuffer());
-    };
-    const merged = await fetchMp3(task.metadata.audio);
-    const pieces: Buffer[] = [];
-    for (const c of contents) pieces.push(await fetchMp3(c.audio));
-
-    // Every file decodes cleanly and is 44.1 kHz stereo 320 kb/s MP3.
-    for (const [name, mp3] of [['merged', merged], ...pieces.map((p, i) => [`piece ${i}`, p] as const)] as const) {
-      assert.equal(await ffmpegErrors(mp3), '', `${name} decodes cleanly`);
-      const info = await probeAudio(mp3);
-      assert.deepEqual([info.codec, info.sampleRate, info.channels, info.bitRate], ['mp3', 44100, 2, 320000], name);
-    }
-
-    // Durations. Each MP3 file holds its PCM plus encoder delay and frame padding (0 to 52 ms,
-    // MAX_PADDING samples), so piece files cannot add up exactly to the merged file: compare both
-    // with the exact sample count the service measured (estimatedDuration of a generated task is
-    // Σ piece samples + the intervals between pieces, rounded to 1 ms).
-    const intervals = contents.slice(0, -1).reduce((s, c) => s + c.interval, 0);
-    const exact = task.estimatedDuration;
-    const mergedSeconds = (await probeAudio(merged)).durationSeconds;
-    const pieceSeconds = await Promise.all(pieces.map(async (p) => (await probeAudio(p)).durationSeconds));
-    const pieceSum = pieceSeconds.reduce((a, b) => a + b, 0);
-    const pad = MAX_PADDING / RATE;
-    const ms = 0.0005; // estimatedDuration's rounding
-    assert.ok(mergedSeconds >= exact - ms && mergedSeconds <= exact + pad + ms, `merged ${mergedSeconds} s vs exact ${exact} s`);
-    assert.ok(
-      pieceSum + intervals >= exact - ms && pieceSum + intervals <= exact + pieces.length * pad + ms,
-      `pieces ${pieceSum} s + intervals ${intervals} s vs exact ${exact} s`,
-    );
-    // Hence the merged file is the pieces plus the intervals, up to one padding per file.
-    assert.ok(Math.abs(mergedSeconds - (pieceSum + intervals)) <= pieces.length * pad + ms);
-
-    // Rate 2.0 is a duration multiplier: the same sentence lasts clearly longer (≥ 1.6×), even when
-    // the slower piece's padding is discounted and the faster one's is counted.
-    for (const [fast, slow] of [[0, 1], [2, 3]] as const) {
-      const ratio = ((pieceSeconds[slow] ?? 0) - pad) / (pieceSeconds[fast] ?? Infinity);
-      assert.ok(ratio >= 1.6, `piece ${slow} (rate 2) / piece ${fast} (rate 1) = ${ratio}`);
-    }
-
-    // Pieces in order: each piece's audio is found in the merged audio where the pieces before it
-    // and their intervals end. Both files carry the same encoder/decoder delay, so piece i's decoded
-    // sample k sits at merged sample start_i + k, start_i = Σ_{j<i} (samples_j + interval_j), and
-    // samples_j lies within MAX_PADDING below the piece file's length (searched with one frame of slack).
-    const mergedPcm = await decodeToPcm(merged);
-    const piecePcm = await Promise.all(pieces.map((p) => decodeToPcm(p)));
-    let low = -1152;
-    let high = 1152;
-    let previous = -1;
-    for (const [i, pcm] of piecePcm.entries()) {
-      const window = Math.round(0.25 * RATE);
-      const from = Math.floor(pcm.length / 2 - window / 2);
-      const excerpt = pcm.subarray(from, from + window);
-      const best = bestAlignment(mergedPcm, excerpt, from + low, from + high);
-      assert.ok(best.correlation > 0.9, `piece ${i} found in the merged audio (correlation ${best.correlation})`);
-      assert.ok(best.at > previous, `piece ${i} comes after piece ${i - 1}`);
-      previous = best.at;
-      // And it is not the other voice saying the same sentence at that place.
-      const other = piecePcm[i ^ 1];
-      if (other !== undefined) {
-        const otherFrom = Math.floor(other.length / 2 - window / 2);
-        const wrong = bestAlignment(mergedPcm, other.subarray(otherFrom, otherFrom + window), from + low, from + high);
-        assert.ok(wrong.correlation < best.correlation - 0.3, `piece ${i ^ 1} is not at piece ${i}'s place (${wrong.correlation})`);
+      // Wait (bounded) until the task is generated and its merged audio stored.
+      let task: TaskBody | undefined;
+      for (let i = 0; i < 1200; i++) {
+        const res = await t.app.http.inject({
+          method: 'GET',
+          url: `/api/tts/generate/${taskId}`,
+          headers: bearer(t.key),
+        });
+        task = res.json<{ data: TaskBody }>().data;
+        assert.notEqual(task.status, 'failed', JSON.stringify(task));
+        if (task.status === 'generated' && task.metadata.audio !== undefined) break;
+        await sleep(100);
       }
-      const gap = Math.round((contents[i]?.interval ?? 0) * RATE);
-      const length = Math.round((pieceSeconds[i] ?? 0) * RATE);
-      low += length - MAX_PADDING + gap;
-      high += length + gap;
-    }
-  });
+      assert.ok(task?.metadata.audio !== undefined, `task never finished: ${JSON.stringify(task)}`);
+
+      const contents = task.metadata.contents;
+      assert.deepEqual(
+        contents.map((c) => [c.index, c.text, c.voiceId, c.speechRate, c.interval]),
+        [
+          [0, SENTENCE_1, voiceA, 1, 0.3],
+          [1, SENTENCE_1, voiceB, 2, 0.6],
+          [2, SENTENCE_2, voiceA, 1, 0.3],
+          [3, SENTENCE_2, voiceB, 2, 0.6],
+        ],
+      );
+
+      const fetchMp3 = async (url: string | undefined): Promise<Buffer> => {
+        assert.ok(url !== undefined && url.startsWith(t.baseUrl), `audio URL ${String(url)}`);
+        const res = await fetch(url);
+        assert.equal(res.status, 200, url);
+        assert.equal(res.headers.get('content-type'), 'audio/mpeg');
+        return Buffer.from(await res.arrayBuffer());
+      };
+      const merged = await fetchMp3(task.metadata.audio);
+      const pieces: Buffer[] = [];
+      for (const c of contents) pieces.push(await fetchMp3(c.audio));
+
+      // Every file decodes cleanly and is 44.1 kHz stereo 320 kb/s MP3.
+      for (const [name, mp3] of [
+        ['merged', merged],
+        ...pieces.map((p, i) => [`piece ${i}`, p] as const),
+      ] as const) {
+        assert.equal(await ffmpegErrors(mp3), '', `${name} decodes cleanly`);
+        const info = await probeAudio(mp3);
+        assert.deepEqual(
+          [info.codec, info.sampleRate, info.channels, info.bitRate],
+          ['mp3', 44100, 2, 320000],
+          name,
+        );
+      }
+
+      // Durations. Each MP3 file holds its PCM plus encoder delay and frame padding (0 to 52 ms,
+      // MAX_PADDING samples), so piece files cannot add up exactly to the merged file: compare both
+      // with the exact sample count the service measured (estimatedDuration of a generated task is
+      // Σ piece samples + the intervals between pieces, rounded to 1 ms).
+      const intervals = contents.slice(0, -1).reduce((s, c) => s + c.interval, 0);
+      const exact = task.estimatedDuration;
+      const mergedSeconds = (await probeAudio(merged)).durationSeconds;
+      const pieceSeconds = await Promise.all(pieces.map(async (p) => (await probeAudio(p)).durationSeconds));
+      const pieceSum = pieceSeconds.reduce((a, b) => a + b, 0);
+      const pad = MAX_PADDING / RATE;
+      const ms = 0.0005; // estimatedDuration's rounding
+      assert.ok(
+        mergedSeconds >= exact - ms && mergedSeconds <= exact + pad + ms,
+        `merged ${mergedSeconds} s vs exact ${exact} s`,
+      );
+      assert.ok(
+        pieceSum + intervals >= exact - ms && pieceSum + intervals <= exact + pieces.length * pad + ms,
+        `pieces ${pieceSum} s + intervals ${intervals} s vs exact ${exact} s`,
+      );
+      // Hence the merged file is the pieces plus the intervals, up to one padding per file.
+      assert.ok(Math.abs(mergedSeconds - (pieceSum + intervals)) <= pieces.length * pad + ms);
+
+      // Rate 2.0 is a duration multiplier: the same sentence lasts clearly longer (≥ 1.6×), even when
+      // the slower piece's padding is discounted and the faster one's is counted.
+      for (const [fast, slow] of [
+        [0, 1],
+        [2, 3],
+      ] as const) {
+        const ratio = ((pieceSeconds[slow] ?? 0) - pad) / (pieceSeconds[fast] ?? Infinity);
+        assert.ok(ratio >= 1.6, `piece ${slow} (rate 2) / piece ${fast} (rate 1) = ${ratio}`);
+      }
+
+      // Pieces in order: each piece's audio is found in the merged audio where the pieces before it
+      // and their intervals end. Both files carry the same encoder/decoder delay, so piece i's decoded
+      // sample k sits at merged sample start_i + k, start_i = Σ_{j<i} (samples_j + interval_j), and
+      // samples_j lies within MAX_PADDING below the piece file's length (searched with one frame of slack).
+      const mergedPcm = await decodeToPcm(merged);
+      const piecePcm = await Promise.all(pieces.map((p) => decodeToPcm(p)));
+      let low = -1152;
+      let high = 1152;
+      let previous = -1;
+      for (const [i, pcm] of piecePcm.entries()) {
+        const window = Math.round(0.25 * RATE);
+        const from = Math.floor(pcm.length / 2 - window / 2);
+        const excerpt = pcm.subarray(from, from + window);
+        const best = bestAlignment(mergedPcm, excerpt, from + low, from + high);
+        assert.ok(
+          best.correlation > 0.9,
+          `piece ${i} found in the merged audio (correlation ${best.correlation})`,
+        );
+        assert.ok(best.at > previous, `piece ${i} comes after piece ${i - 1}`);
+        previous = best.at;
+        // And it is not the other voice saying the same sentence at that place.
+        const other = piecePcm[i ^ 1];
+        if (other !== undefined) {
+          const otherFrom = Math.floor(other.length / 2 - window / 2);
+          const wrong = bestAlignment(
+            mergedPcm,
+            other.subarray(otherFrom, otherFrom + window),
+            from + low,
+            from + high,
+          );
+          assert.ok(
+            wrong.correlation < best.correlation - 0.3,
+            `piece ${i ^ 1} is not at piece ${i}'s place (${wrong.correlation})`,
+          );
+        }
+        const gap = Math.round((contents[i]?.interval ?? 0) * RATE);
+        const length = Math.round((pieceSeconds[i] ?? 0) * RATE);
+        low += length - MAX_PADDING + gap;
+        high += length + gap;
+      }
+    },
+  );
 });
 
 /** The offset in [lo, hi] where `excerpt` best matches `signal`, by normalised cross-correlation. */
-function bestAlignment(signal: Int16Array, excerpt: Int16Array, lo: number, hi: number): { at: number; correlation: number } {
+function bestAlignment(
+  signal: Int16Array,
+  excerpt: Int16Array,
+  lo: number,
+  hi: number,
+): { at: number; correlation: number } {
   let energy = 0;
   for (const x of excerpt) energy += x * x;
   let best = { at: -1, correlation: -Infinity };

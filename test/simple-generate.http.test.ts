@@ -37,12 +37,21 @@ before(async () => {
   const { port } = upstream.address() as AddressInfo;
   t = await startTestApp({
     listen: true,
-    env: { REMOTE_ENGINES: JSON.stringify({ local: { baseUrl: `http://127.0.0.1:${port}` } }), MAX_TEXT_LENGTH: '500' },
+    env: {
+      REMOTE_ENGINES: JSON.stringify({ local: { baseUrl: `http://127.0.0.1:${port}` } }),
+      MAX_TEXT_LENGTH: '500',
+    },
   });
   voiceId = await createVoice({ name: 'Narrator' });
-  remoteVoiceId = await createVoice({ name: 'Alloy', engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' } });
+  remoteVoiceId = await createVoice({
+    name: 'Alloy',
+    engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' },
+  });
   // Real MP3 for the upstream: espeak speech through our own encoder.
-  upstreamMp3 = await speechMp3(t.app, 'The remote engine sends this sentence back as MP3, a few seconds of speech in all.');
+  upstreamMp3 = await speechMp3(
+    t.app,
+    'The remote engine sends this sentence back as MP3, a few seconds of speech in all.',
+  );
 });
 
 after(async () => {
@@ -74,7 +83,8 @@ function getMp3(query: Record<string, string>, key: string | null = t.key): Prom
 async function waitTask(id: string): Promise<TaskDetailView> {
   for (;;) {
     const task = await t.app.services.tasks.get(t.accountId, id);
-    if (task.status === 'failed' || (task.status === 'generated' && task.metadata.audio !== undefined)) return task;
+    if (task.status === 'failed' || (task.status === 'generated' && task.metadata.audio !== undefined))
+      return task;
     await sleep(20);
   }
 }
@@ -94,7 +104,14 @@ async function directAudio(res: Response): Promise<{ info: OneShotAudioInfo; byt
   const id = res.headers.get('x-service-audio-id');
   const info = JSON.parse(res.headers.get('x-service-response-data') ?? 'null') as OneShotAudioInfo;
   assert.equal(info.id, id);
-  assert.deepEqual(Object.keys(info).sort(), ['audio', 'billing', 'credit_used', 'estimatedDuration', 'id', 'streamUrl']);
+  assert.deepEqual(Object.keys(info).sort(), [
+    'audio',
+    'billing',
+    'credit_used',
+    'estimatedDuration',
+    'id',
+    'streamUrl',
+  ]);
   return { info, bytes: Buffer.from(await res.arrayBuffer()) };
 }
 
@@ -120,7 +137,10 @@ describe('one-shot synthesis, JSON form', () => {
     assert.equal(body.message, 'OK');
     assert.deepEqual(Object.keys(body.data).sort(), ['audio', 'credit_used', 'id']);
     assert.equal(body.data.credit_used, text.length);
-    assert.match(body.data.audio, new RegExp(`^${t.baseUrl}/api/tts/generate/${body.data.id}/audio\\.mp3\\?auth=[0-9a-f]{32}$`));
+    assert.match(
+      body.data.audio,
+      new RegExp(`^${t.baseUrl}/api/tts/generate/${body.data.id}/audio\\.mp3\\?auth=[0-9a-f]{32}$`),
+    );
     // It is an ordinary task, already generated when the answer comes.
     const task = await t.app.services.tasks.get(t.accountId, body.data.id);
     assert.equal(task.status, 'generated');
@@ -163,16 +183,24 @@ describe('one-shot synthesis, JSON form', () => {
 describe('one-shot synthesis, direct MP3', () => {
   it('POST with direct_stream answers the MP3 itself, chunked, with X-Service-* headers', async () => {
     const text = 'Direct stream: the bytes come back in the response itself.';
-    const { info, bytes } = await directAudio(await post({ text, voiceId, direct_stream: true, stream: false }));
+    const { info, bytes } = await directAudio(
+      await post({ text, voiceId, direct_stream: true, stream: false }),
+    );
     const task = await waitTask(info.id);
     assert.equal(task.status, 'generated', task.error);
     // The announced data matches the task as the detail endpoint reports it once generated.
     assert.equal(info.audio, task.metadata.audio);
-    assert.equal(info.streamUrl, `${t.baseUrl}/api/tts/generate/${info.id}/stream.mp3?auth=${new URL(info.audio).searchParams.get('auth')}`);
+    assert.equal(
+      info.streamUrl,
+      `${t.baseUrl}/api/tts/generate/${info.id}/stream.mp3?auth=${new URL(info.audio).searchParams.get('auth')}`,
+    );
     assert.equal(info.credit_used, text.length);
     assert.equal(task.credit_used, text.length);
     assert.deepEqual(info.billing, { unit: 'character', characters: text.length, credits: text.length });
-    assert.ok(Math.abs(info.estimatedDuration - text.length / 14) < 0.01, 'the estimate before the audio exists');
+    assert.ok(
+      Math.abs(info.estimatedDuration - text.length / 14) < 0.01,
+      'the estimate before the audio exists',
+    );
     await checkMp3(bytes, task.estimatedDuration);
     // One encoder over the same PCM in the same blocks: the streamed bytes are the stored audio.
     assert.deepEqual(bytes, await fetchBytes(String(task.metadata.audio)));
@@ -180,11 +208,16 @@ describe('one-shot synthesis, direct MP3', () => {
 
   it('GET /api/tts/simple-generate.mp3 takes the fields as query parameters', async () => {
     const text = 'Asked for with a plain GET.';
-    const { info, bytes } = await directAudio(await getMp3({ text, voiceId, speechRate: '1.5', seed: '3', vivid: 'true', unknown: 'x' }));
+    const { info, bytes } = await directAudio(
+      await getMp3({ text, voiceId, speechRate: '1.5', seed: '3', vivid: 'true', unknown: 'x' }),
+    );
     const task = await waitTask(info.id);
     assert.equal(task.status, 'generated', task.error);
     const c = task.metadata.contents[0];
-    assert.deepEqual({ text: c?.text, speechRate: c?.speechRate, seed: c?.seed, vivid: c?.vivid, unknown: c?.unknown }, { text, speechRate: 1.5, seed: 3, vivid: true, unknown: undefined });
+    assert.deepEqual(
+      { text: c?.text, speechRate: c?.speechRate, seed: c?.seed, vivid: c?.vivid, unknown: c?.unknown },
+      { text, speechRate: 1.5, seed: 3, vivid: true, unknown: undefined },
+    );
     await checkMp3(bytes, task.estimatedDuration);
   });
 
@@ -266,12 +299,42 @@ describe('one-shot synthesis, errors before the first byte', () => {
   const cases: [string, unknown, number, string, RegExp][] = [
     ['missing text', { voiceId: 'x' }, 400, 'VALIDATION_MISSING_FIELD', /^text is required$/],
     ['empty text', { text: '   ', voiceId: 'x' }, 400, 'TTS_TEXT_EMPTY', /^text is empty$/],
-    ['text too long', { text: 'a'.repeat(501), voiceId: 'x' }, 400, 'VALIDATION_TOO_LONG', /^text must be at most 500/],
+    [
+      'text too long',
+      { text: 'a'.repeat(501), voiceId: 'x' },
+      400,
+      'VALIDATION_TOO_LONG',
+      /^text must be at most 500/,
+    ],
     ['missing voiceId', { text: 'Hi.' }, 400, 'VALIDATION_MISSING_FIELD', /voiceId/],
-    ['speechRate 3', { text: 'Hi.', voiceId: 'VOICE', speechRate: 3 }, 400, 'VALIDATION_INVALID_VALUE', /speechRate/],
-    ['type not text', { type: 'audio', text: 'Hi.', voiceId: 'VOICE' }, 400, 'TTS_CONTENTS_INVALID', /^type must be "text"/],
-    ['stream not boolean', { text: 'Hi.', voiceId: 'VOICE', stream: 'yes' }, 400, 'VALIDATION_INVALID_VALUE', /stream/],
-    ['direct_stream not boolean', { text: 'Hi.', voiceId: 'VOICE', direct_stream: 1 }, 400, 'VALIDATION_INVALID_VALUE', /direct_stream/],
+    [
+      'speechRate 3',
+      { text: 'Hi.', voiceId: 'VOICE', speechRate: 3 },
+      400,
+      'VALIDATION_INVALID_VALUE',
+      /speechRate/,
+    ],
+    [
+      'type not text',
+      { type: 'audio', text: 'Hi.', voiceId: 'VOICE' },
+      400,
+      'TTS_CONTENTS_INVALID',
+      /^type must be "text"/,
+    ],
+    [
+      'stream not boolean',
+      { text: 'Hi.', voiceId: 'VOICE', stream: 'yes' },
+      400,
+      'VALIDATION_INVALID_VALUE',
+      /stream/,
+    ],
+    [
+      'direct_stream not boolean',
+      { text: 'Hi.', voiceId: 'VOICE', direct_stream: 1 },
+      400,
+      'VALIDATION_INVALID_VALUE',
+      /direct_stream/,
+    ],
     ['unknown voice', { text: 'Hi.', voiceId: 'nope', direct_stream: true }, 404, 'VOICE_NOT_FOUND', /nope/],
     ['not an object', ['Hi.'], 400, 'VALIDATION_INVALID_FORMAT', /object/],
   ];
@@ -279,9 +342,13 @@ describe('one-shot synthesis, errors before the first byte', () => {
     it(`${name} → ${status} ${code}`, async () => {
       const payload = JSON.parse(JSON.stringify(body).replace('"VOICE"', JSON.stringify(voiceId))) as unknown;
       for (const directStream of [false, true]) {
-        const withMode = typeof payload === 'object' && payload !== null && !Array.isArray(payload) && !('direct_stream' in payload)
-          ? { ...payload, direct_stream: directStream }
-          : payload;
+        const withMode =
+          typeof payload === 'object' &&
+          payload !== null &&
+          !Array.isArray(payload) &&
+          !('direct_stream' in payload)
+            ? { ...payload, direct_stream: directStream }
+            : payload;
         const res = await post(withMode);
         assert.equal(res.status, status);
         assert.match(String(res.headers.get('content-type')), /^application\/json/);
@@ -297,7 +364,9 @@ describe('one-shot synthesis, errors before the first byte', () => {
     const bad = await getMp3({ text: 'Hi.', voiceId, speechRate: 'fast' });
     assert.equal(bad.status, 400);
     assert.equal(((await bad.json()) as ErrorBody).code, 'VALIDATION_INVALID_VALUE');
-    const twice = await fetch(`${t.baseUrl}/api/tts/simple-generate.mp3?text=a&text=b&voiceId=${voiceId}`, { headers: bearer(t.key) });
+    const twice = await fetch(`${t.baseUrl}/api/tts/simple-generate.mp3?text=a&text=b&voiceId=${voiceId}`, {
+      headers: bearer(t.key),
+    });
     assert.equal(((await twice.json()) as ErrorBody).code, 'VALIDATION_INVALID_VALUE');
     const missing = await getMp3({ text: 'Hi.', voiceId }, null);
     assert.equal(missing.status, 401);
@@ -312,14 +381,22 @@ describe('one-shot synthesis, errors before the first byte', () => {
 
   it('HEAD does not start a synthesis', async () => {
     const before = (await t.app.services.tasks.list(t.accountId, {})).total;
-    const res = await fetch(`${t.baseUrl}/api/tts/simple-generate.mp3?text=Hi.&voiceId=${voiceId}`, { method: 'HEAD', headers: bearer(t.key) });
+    const res = await fetch(`${t.baseUrl}/api/tts/simple-generate.mp3?text=Hi.&voiceId=${voiceId}`, {
+      method: 'HEAD',
+      headers: bearer(t.key),
+    });
     assert.equal(res.status, 404);
     assert.equal((await t.app.services.tasks.list(t.accountId, {})).total, before);
   });
 
-  it('a generation failure before any audio is a JSON 500 with the task\'s error', async () => {
-    upstreamHandler = (_req, res) => void res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"model overloaded"}');
-    for (const send of [() => post({ text: 'Fails.', voiceId: remoteVoiceId }), () => post({ text: 'Fails.', voiceId: remoteVoiceId, direct_stream: true }), () => getMp3({ text: 'Fails.', voiceId: remoteVoiceId })]) {
+  it("a generation failure before any audio is a JSON 500 with the task's error", async () => {
+    upstreamHandler = (_req, res) =>
+      void res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"model overloaded"}');
+    for (const send of [
+      () => post({ text: 'Fails.', voiceId: remoteVoiceId }),
+      () => post({ text: 'Fails.', voiceId: remoteVoiceId, direct_stream: true }),
+      () => getMp3({ text: 'Fails.', voiceId: remoteVoiceId }),
+    ]) {
       const res = await send();
       assert.equal(res.status, 500);
       assert.match(String(res.headers.get('content-type')), /^application\/json/);

@@ -36,7 +36,11 @@ describe('splitter configurations', () => {
     assert.ok(res.body.includes(JSON.stringify(config)));
     assert.match(String(body.data.createdAt), ISO_UTC);
     assert.match(String(body.data.updatedAt), ISO_UTC);
-    const got = await t.app.http.inject({ method: 'GET', url: `/api/splitter/${String(body.data.id)}`, headers: bearer(t.key) });
+    const got = await t.app.http.inject({
+      method: 'GET',
+      url: `/api/splitter/${String(body.data.id)}`,
+      headers: bearer(t.key),
+    });
     assert.ok(got.body.includes(JSON.stringify(config)));
   });
 
@@ -89,21 +93,40 @@ describe('splitter configurations', () => {
   });
 
   it('requires a bearer key', async () => {
-    const res = await t.app.http.inject({ method: 'POST', url: '/api/splitter', payload: { name: 'x', config: { A: {} } } });
+    const res = await t.app.http.inject({
+      method: 'POST',
+      url: '/api/splitter',
+      payload: { name: 'x', config: { A: {} } },
+    });
     assert.equal(res.statusCode, 401);
   });
 
   it('lists newest first with limit/offset and total; other accounts see nothing', async () => {
     const acct = await t.newAccount();
     for (const name of ['one', 'two', 'three']) await post({ name, config: { A: {} } }, acct.key);
-    const res = await t.app.http.inject({ method: 'GET', url: '/api/splitter?limit=2&offset=1', headers: bearer(acct.key) });
+    const res = await t.app.http.inject({
+      method: 'GET',
+      url: '/api/splitter?limit=2&offset=1',
+      headers: bearer(acct.key),
+    });
     const body = res.json<{ status: number; data: { name: string }[]; total: number }>();
     assert.equal(body.total, 3);
-    assert.deepEqual(body.data.map((s) => s.name), ['two', 'one']);
+    assert.deepEqual(
+      body.data.map((s) => s.name),
+      ['two', 'one'],
+    );
     const stranger = await t.newAccount();
-    const none = await t.app.http.inject({ method: 'GET', url: '/api/splitter', headers: bearer(stranger.key) });
+    const none = await t.app.http.inject({
+      method: 'GET',
+      url: '/api/splitter',
+      headers: bearer(stranger.key),
+    });
     assert.equal(none.json<{ total: number }>().total, 0);
-    assert.equal((await t.app.http.inject({ method: 'GET', url: '/api/splitter?limit=51', headers: bearer(acct.key) })).statusCode, 400);
+    assert.equal(
+      (await t.app.http.inject({ method: 'GET', url: '/api/splitter?limit=51', headers: bearer(acct.key) }))
+        .statusCode,
+      400,
+    );
   });
 
   it('diff-updates: objects merged, arrays replaced, null deletes; invalid results roll back', async () => {
@@ -112,7 +135,11 @@ describe('splitter configurations', () => {
       config: { A: { voiceId: 'a', speechRate: 1 }, B: { voiceId: 'b' }, splitterMarks: ['[]', '<>'] },
     });
     const id = created.json<{ data: { id: string; createdAt: string } }>().data.id;
-    const res = await post({ config: { A: { speechRate: 1.5 }, B: null, splitterMarks: ['【】'] } }, t.key, `/api/splitter/${id}`);
+    const res = await post(
+      { config: { A: { speechRate: 1.5 }, B: null, splitterMarks: ['【】'] } },
+      t.key,
+      `/api/splitter/${id}`,
+    );
     assert.equal(res.statusCode, 200);
     const data = res.json<{ data: { name: string; config: unknown } }>().data;
     assert.equal(data.name, 'upd');
@@ -122,7 +149,11 @@ describe('splitter configurations', () => {
     assert.equal(bad.json<{ code: string }>().code, 'TTS_SPLITTER_INVALID');
     const emptied = await post({ config: { A: null, splitterMarks: null } }, t.key, `/api/splitter/${id}`);
     assert.equal(emptied.json<{ code: string }>().code, 'TTS_SPLITTER_INVALID');
-    const after = await t.app.http.inject({ method: 'GET', url: `/api/splitter/${id}`, headers: bearer(t.key) });
+    const after = await t.app.http.inject({
+      method: 'GET',
+      url: `/api/splitter/${id}`,
+      headers: bearer(t.key),
+    });
     assert.deepEqual(after.json<{ data: { config: unknown } }>().data.config, data.config);
 
     const renamed = await post({ name: 'renamed' }, t.key, `/api/splitter/${id}`);
@@ -138,13 +169,26 @@ describe('splitter configurations', () => {
       ['POST', `/api/splitter/${id}`],
       ['DELETE', `/api/splitter/${id}`],
     ] as const) {
-      const res = await t.app.http.inject({ method, url, headers: bearer(other.key), payload: method === 'POST' ? { name: 'x' } : undefined });
+      const res = await t.app.http.inject({
+        method,
+        url,
+        headers: bearer(other.key),
+        payload: method === 'POST' ? { name: 'x' } : undefined,
+      });
       assert.equal(res.statusCode, 404);
       assert.equal(res.json<{ code: string }>().code, 'SPLITTER_NOT_FOUND');
     }
-    const del = await t.app.http.inject({ method: 'DELETE', url: `/api/splitter/${id}`, headers: bearer(t.key) });
+    const del = await t.app.http.inject({
+      method: 'DELETE',
+      url: `/api/splitter/${id}`,
+      headers: bearer(t.key),
+    });
     assert.deepEqual(del.json(), { status: 200 });
-    const again = await t.app.http.inject({ method: 'GET', url: `/api/splitter/${id}`, headers: bearer(t.key) });
+    const again = await t.app.http.inject({
+      method: 'GET',
+      url: `/api/splitter/${id}`,
+      headers: bearer(t.key),
+    });
     assert.equal(again.statusCode, 404);
   });
 });

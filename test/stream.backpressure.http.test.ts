@@ -31,7 +31,9 @@ function open(url: string): Promise<{ res: IncomingMessage; destroy(): void }> {
 }
 
 /** Reads a whole response, hashing as it goes (nothing kept in memory). */
-async function drain(url: string): Promise<{ status: number; length: number; sha: string; ms: number; contentLength: string | undefined }> {
+async function drain(
+  url: string,
+): Promise<{ status: number; length: number; sha: string; ms: number; contentLength: string | undefined }> {
   const started = Date.now();
   const { res } = await open(url);
   const hash = createHash('sha256');
@@ -40,7 +42,13 @@ async function drain(url: string): Promise<{ status: number; length: number; sha
     hash.update(chunk as Buffer);
     length += (chunk as Buffer).length;
   }
-  return { status: res.statusCode ?? 0, length, sha: hash.digest('hex'), ms: Date.now() - started, contentLength: res.headers['content-length'] };
+  return {
+    status: res.statusCode ?? 0,
+    length,
+    sha: hash.digest('hex'),
+    ms: Date.now() - started,
+    contentLength: res.headers['content-length'],
+  };
 }
 
 /**
@@ -62,10 +70,26 @@ describe('a slow reader next to a fast one', () => {
     const gc = vm.runInNewContext('gc') as () => void;
 
     // About three minutes of speech (≈ 7 MB of MP3) from the embedded engine.
-    const voice = (await t.app.http.inject({ method: 'POST', url: '/api/voice', headers: bearer(t.key), payload: { name: 'Narrator' } })).json<{ data: { id: string } }>().data.id;
+    const voice = (
+      await t.app.http.inject({
+        method: 'POST',
+        url: '/api/voice',
+        headers: bearer(t.key),
+        payload: { name: 'Narrator' },
+      })
+    ).json<{ data: { id: string } }>().data.id;
     const sentence = 'The quick brown fox jumps over the lazy dog, and the dog does not mind at all. ';
-    const contents = Array.from({ length: 4 }, () => ({ type: 'text', text: sentence.repeat(12).trim(), voiceId: voice }));
-    const created = await t.app.http.inject({ method: 'POST', url: '/api/tts/generate', headers: bearer(t.key), payload: { contents } });
+    const contents = Array.from({ length: 4 }, () => ({
+      type: 'text',
+      text: sentence.repeat(12).trim(),
+      voiceId: voice,
+    }));
+    const created = await t.app.http.inject({
+      method: 'POST',
+      url: '/api/tts/generate',
+      headers: bearer(t.key),
+      payload: { contents },
+    });
     assert.equal(created.statusCode, 200, created.body);
     const id = created.json<{ data: { id: string } }>().data.id;
     let task: TaskDetailView;
@@ -76,8 +100,16 @@ describe('a slow reader next to a fast one', () => {
     }
     assert.equal(task.status, 'generated', task.error);
     // Spec 3.1's "generated without finished audio": the session serves it, not the 302.
-    await t.app.services.database.db.updateTable('tasks').set({ audio_key: null }).where('id', '=', id).execute();
-    const detail = await t.app.http.inject({ method: 'GET', url: `/api/tts/generate/${id}?stream=true`, headers: bearer(t.key) });
+    await t.app.services.database.db
+      .updateTable('tasks')
+      .set({ audio_key: null })
+      .where('id', '=', id)
+      .execute();
+    const detail = await t.app.http.inject({
+      method: 'GET',
+      url: `/api/tts/generate/${id}?stream=true`,
+      headers: bearer(t.key),
+    });
     const url = String(detail.json<{ data: TaskDetailView }>().data.streamUrl);
 
     // Build the session and let it finish.
@@ -105,12 +137,17 @@ describe('a slow reader next to a fast one', () => {
     slow.destroy();
 
     assert.ok(fast, 'the fast reader ran');
-    ctx.diagnostic(`stream ${String(built.length)} B, fast reader ${String(fast.ms)} ms, slow reader ${String(slowRead)} B, peak growth ${(peak / MiB).toFixed(2)} MiB`);
+    ctx.diagnostic(
+      `stream ${String(built.length)} B, fast reader ${String(fast.ms)} ms, slow reader ${String(slowRead)} B, peak growth ${(peak / MiB).toFixed(2)} MiB`,
+    );
     assert.equal(fast.status, 200);
     assert.equal(fast.contentLength, String(built.length));
     assert.equal(fast.length, built.length);
     assert.equal(fast.sha, built.sha);
-    assert.ok(slowRead <= SLOW_SECONDS * 1024 && slowRead >= (SLOW_SECONDS - 1) * 1024, `slow reader took ${String(slowRead)} bytes`);
+    assert.ok(
+      slowRead <= SLOW_SECONDS * 1024 && slowRead >= (SLOW_SECONDS - 1) * 1024,
+      `slow reader took ${String(slowRead)} bytes`,
+    );
     // The session holds ≈ 8 MB the slow client has not taken; none of it may sit in the heap. (On
     // loopback the kernel's autotuned socket buffers can take several MB of it: that is outside
     // the process. The cache reader's own bound is tested on 50 MiB in session-cache.fs.test.ts.)

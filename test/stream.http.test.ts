@@ -5,7 +5,13 @@
 // (remote engine) whose pacing and failures each test controls.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -61,7 +67,13 @@ function send(url: string, options: RequestOptions = {}): Promise<Reply> {
       });
       res.on('error', () => undefined); // a cut body is reported through `complete` below
       res.on('close', () =>
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(parts), truncated: !res.complete && !dropped, headersMs }),
+        resolve({
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          body: Buffer.concat(parts),
+          truncated: !res.complete && !dropped,
+          headersMs,
+        }),
       );
     });
     req.end();
@@ -91,7 +103,8 @@ function assertError(reply: Reply, status: number, code: string, reportable = fa
 
 /** Headers every stream answer obeys (spec 4.1 rule 6, spec 7.4). */
 function assertHeaderRules(reply: Reply): void {
-  for (const name of FORBIDDEN_HEADERS) assert.equal(reply.headers[name], undefined, `${name} must never be sent`);
+  for (const name of FORBIDDEN_HEADERS)
+    assert.equal(reply.headers[name], undefined, `${name} must never be sent`);
   assert.match(String(reply.headers[REQUEST_ID]), /^[0-9a-f-]{36}$/);
 }
 
@@ -133,7 +146,8 @@ let held = new Promise<void>((resolve) => (releaseHeld = resolve));
 
 function sine(seconds: number, hz: number): Int16Array {
   const pcm = new Int16Array(Math.round(seconds * CANONICAL_RATE));
-  for (let n = 0; n < pcm.length; n++) pcm[n] = Math.round(9000 * Math.sin((2 * Math.PI * hz * n) / CANONICAL_RATE));
+  for (let n = 0; n < pcm.length; n++)
+    pcm[n] = Math.round(9000 * Math.sin((2 * Math.PI * hz * n) / CANONICAL_RATE));
   return pcm;
 }
 
@@ -191,7 +205,10 @@ before(async () => {
     },
   });
   app = t.app;
-  remoteVoice = await createVoice({ name: 'Tone', engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' } });
+  remoteVoice = await createVoice({
+    name: 'Tone',
+    engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' },
+  });
 });
 
 after(async () => {
@@ -201,25 +218,43 @@ after(async () => {
 });
 
 async function createVoice(payload: object, target: TestApp = t): Promise<string> {
-  const res = await target.app.http.inject({ method: 'POST', url: '/api/voice', headers: bearer(target.key), payload });
+  const res = await target.app.http.inject({
+    method: 'POST',
+    url: '/api/voice',
+    headers: bearer(target.key),
+    payload,
+  });
   assert.equal(res.statusCode, 200, res.body);
   return res.json<{ data: { id: string } }>().data.id;
 }
 
 async function createTask(contents: object[], target: TestApp = t): Promise<string> {
-  const res = await target.app.http.inject({ method: 'POST', url: '/api/tts/generate', headers: bearer(target.key), payload: { contents } });
+  const res = await target.app.http.inject({
+    method: 'POST',
+    url: '/api/tts/generate',
+    headers: bearer(target.key),
+    payload: { contents },
+  });
   assert.equal(res.statusCode, 200, res.body);
   return res.json<{ data: { id: string } }>().data.id;
 }
 
 async function detail(id: string, target: TestApp = t): Promise<TaskDetailView> {
-  const res = await target.app.http.inject({ method: 'GET', url: `/api/tts/generate/${id}?stream=true`, headers: bearer(target.key) });
+  const res = await target.app.http.inject({
+    method: 'GET',
+    url: `/api/tts/generate/${id}?stream=true`,
+    headers: bearer(target.key),
+  });
   assert.equal(res.statusCode, 200, res.body);
   return res.json<{ data: TaskDetailView }>().data;
 }
 
 /** Waits (polling the service, not HTTP) until the task satisfies `done`. */
-async function waitTask(id: string, done: (task: TaskDetailView) => boolean, target: TestApp = t): Promise<TaskDetailView> {
+async function waitTask(
+  id: string,
+  done: (task: TaskDetailView) => boolean,
+  target: TestApp = t,
+): Promise<TaskDetailView> {
   for (;;) {
     const task = await target.app.services.tasks.get(target.accountId, id);
     if (done(task)) return task;
@@ -249,7 +284,10 @@ function withPath(streamUrl: string, path: string, extraQuery = ''): string {
 }
 
 /** Follows one 302 (to the stored finished audio), keeping the request's headers. */
-async function sendFollowing(url: string, options: RequestOptions = {}): Promise<{ reply: Reply; redirected: boolean }> {
+async function sendFollowing(
+  url: string,
+  options: RequestOptions = {},
+): Promise<{ reply: Reply; redirected: boolean }> {
   const first = await send(url, options);
   if (first.status !== 302) return { reply: first, redirected: false };
   assertHeaderRules(first);
@@ -275,7 +313,14 @@ describe('a 5-piece task read by 50 concurrent clients while it generates', () =
 
   before(async () => {
     runsBefore = pipelineRuns();
-    id = await createTask(TONES.map((hz, i) => ({ type: 'text', text: `tone ${String(hz)} 1.5 paced`, voiceId: remoteVoice, interval: INTERVALS[i] })));
+    id = await createTask(
+      TONES.map((hz, i) => ({
+        type: 'text',
+        text: `tone ${String(hz)} 1.5 paced`,
+        voiceId: remoteVoice,
+        interval: INTERVALS[i],
+      })),
+    );
     await waitTask(id, (x) => x.status !== 'pending');
     streamUrl = String((await detail(id)).streamUrl);
 
@@ -303,15 +348,21 @@ describe('a 5-piece task read by 50 concurrent clients while it generates', () =
         }
         case 1: {
           const start = (n * 7919) % 150_000;
-          const { reply, redirected } = await sendFollowing(streamUrl, { headers: { range: `bytes=${String(start)}-${String(start + 999 + n * 13)}` } });
+          const { reply, redirected } = await sendFollowing(streamUrl, {
+            headers: { range: `bytes=${String(start)}-${String(start + 999 + n * 13)}` },
+          });
           record(reply, who, redirected);
           return;
         }
         case 2: {
           // Disconnect after some bytes, then resume with `bytes=N-` as a browser does.
-          const { reply: first, redirected: firstRedirected } = await sendFollowing(streamUrl, { dropAfter: 5000 + n * 211 });
+          const { reply: first, redirected: firstRedirected } = await sendFollowing(streamUrl, {
+            dropAfter: 5000 + n * 211,
+          });
           record(first, `${who} (before the drop)`, firstRedirected);
-          const { reply, redirected } = await sendFollowing(streamUrl, { headers: { range: `bytes=${String(first.body.length)}-` } });
+          const { reply, redirected } = await sendFollowing(streamUrl, {
+            headers: { range: `bytes=${String(first.body.length)}-` },
+          });
           record(reply, `${who} (resumed)`, redirected);
           return;
         }
@@ -325,7 +376,9 @@ describe('a 5-piece task read by 50 concurrent clients while it generates', () =
           return;
         }
         default: {
-          const { reply, redirected } = await sendFollowing(streamUrl, { headers: { range: `bytes=${String(n * 101)}-` } });
+          const { reply, redirected } = await sendFollowing(streamUrl, {
+            headers: { range: `bytes=${String(n * 101)}-` },
+          });
           record(reply, who, redirected);
         }
       }
@@ -344,7 +397,10 @@ describe('a 5-piece task read by 50 concurrent clients while it generates', () =
     assert.ok(segments.length >= 40, `${String(segments.length)} segments`);
     for (const s of segments) {
       assert.ok(s.offset + s.bytes.length <= reference.length, `${s.who}: beyond the end`);
-      assert.ok(s.bytes.equals(reference.subarray(s.offset, s.offset + s.bytes.length)), `${s.who}: bytes differ at ${String(s.offset)}`);
+      assert.ok(
+        s.bytes.equals(reference.subarray(s.offset, s.offset + s.bytes.length)),
+        `${s.who}: bytes differ at ${String(s.offset)}`,
+      );
     }
     assert.ok(wholeBodies.length > 0);
     for (const body of wholeBodies) assert.equal(sha(body), sha(reference));
@@ -375,7 +431,10 @@ describe('a 5-piece task read by 50 concurrent clients while it generates', () =
     const info = await probeAudio(reference);
     assert.deepEqual([info.codec, info.sampleRate, info.channels, info.bitRate], ['mp3', 44100, 2, 320000]);
     const expected = task.estimatedDuration;
-    assert.ok(Math.abs(info.durationSeconds - expected) <= TWO_FRAMES, `duration ${String(info.durationSeconds)}, expected ${String(expected)}`);
+    assert.ok(
+      Math.abs(info.durationSeconds - expected) <= TWO_FRAMES,
+      `duration ${String(info.durationSeconds)}, expected ${String(expected)}`,
+    );
   });
 
   it('redirects to the finished audio once it exists, without the pipeline', async () => {
@@ -431,17 +490,28 @@ describe('a 5-piece task read by 50 concurrent clients while it generates', () =
     it('answers ranges of the finished session: open, suffix, clamped; 416 beyond the end', async () => {
       const open = await send(streamUrl, { headers: { range: `bytes=${String(size - 1000)}-` } });
       assert.equal(open.status, 206);
-      assert.equal(open.headers['content-range'], `bytes ${String(size - 1000)}-${String(size - 1)}/${String(size)}`);
+      assert.equal(
+        open.headers['content-range'],
+        `bytes ${String(size - 1000)}-${String(size - 1)}/${String(size)}`,
+      );
       assert.ok(open.body.equals(reference.subarray(size - 1000)));
       const suffix = await send(streamUrl, { headers: { range: 'bytes=-500' } });
-      assert.equal(suffix.headers['content-range'], `bytes ${String(size - 500)}-${String(size - 1)}/${String(size)}`);
-      const clamped = await send(streamUrl, { headers: { range: `bytes=${String(size - 10)}-${String(size + 5000)}` } });
+      assert.equal(
+        suffix.headers['content-range'],
+        `bytes ${String(size - 500)}-${String(size - 1)}/${String(size)}`,
+      );
+      const clamped = await send(streamUrl, {
+        headers: { range: `bytes=${String(size - 10)}-${String(size + 5000)}` },
+      });
       assert.equal(clamped.status, 206);
       assert.equal(clamped.body.length, 10);
       const beyond = await send(streamUrl, { headers: { range: `bytes=${String(size)}-` } });
       assertError(beyond, 416, 'RANGE_NOT_SATISFIABLE');
       assert.equal(beyond.headers['content-range'], `bytes */${String(size)}`);
-      const headBeyond = await send(streamUrl, { method: 'HEAD', headers: { range: `bytes=${String(size + 10)}-` } });
+      const headBeyond = await send(streamUrl, {
+        method: 'HEAD',
+        headers: { range: `bytes=${String(size + 10)}-` },
+      });
       assert.equal(headBeyond.status, 416);
     });
 
@@ -452,7 +522,14 @@ describe('a 5-piece task read by 50 concurrent clients while it generates', () =
         const head = await send(streamUrl, { method: 'HEAD', headers });
         assert.equal(head.status, get.status);
         assert.equal(head.body.length, 0);
-        for (const name of ['content-type', 'content-length', 'content-range', 'etag', 'accept-ranges', 'cache-control']) {
+        for (const name of [
+          'content-type',
+          'content-length',
+          'content-range',
+          'etag',
+          'accept-ranges',
+          'cache-control',
+        ]) {
           assert.equal(head.headers[name], get.headers[name], name);
         }
       }
@@ -463,7 +540,9 @@ describe('a 5-piece task read by 50 concurrent clients while it generates', () =
       const reply = await send(`${streamUrl}${q}`, { method: 'HEAD' });
       assert.equal(reply.status, 200);
       assert.equal(reply.headers['content-disposition'], 'attachment; filename="dialogue.mp3"');
-      const bad = await send(`${streamUrl}&response-content-disposition=${encodeURIComponent('attachment; filename="a\nb.mp3"')}`);
+      const bad = await send(
+        `${streamUrl}&response-content-disposition=${encodeURIComponent('attachment; filename="a\nb.mp3"')}`,
+      );
       assertError(bad, 400, 'VALIDATION_INVALID_VALUE');
     });
 
@@ -485,7 +564,8 @@ describe('a 5-piece task read by 50 concurrent clients while it generates', () =
       assert.equal(a2.headers.etag, a.headers.etag);
       assert.equal(sha(a.body), sha(reference));
       assert.equal(sha(b.body), sha(reference));
-      for (const bad of ['a%20b', 'x'.repeat(65), '%C3%A9', 'a&i=b']) assertError(await send(`${streamUrl}&i=${bad}`), 400, 'VALIDATION_INVALID_VALUE');
+      for (const bad of ['a%20b', 'x'.repeat(65), '%C3%A9', 'a&i=b'])
+        assertError(await send(`${streamUrl}&i=${bad}`), 400, 'VALIDATION_INVALID_VALUE');
     });
 
     it('streams one content alone, encoded like the stored piece audio', async () => {
@@ -559,11 +639,17 @@ describe('status, auth and lookup branches', () => {
       const unknown = base.replace(id, '00000000-0000-4000-8000-000000000000');
       assertError(await send(`${unknown}?auth=${token}`), 404, 'GENERATE_NOT_FOUND');
       assertError(await send(`${unknown}`), 401, 'AUTH_UNAUTHORIZED');
-      const ok = await send(`${base}?auth=${token}`, { headers: { authorization: 'Bearer sk-wrongwrongwrongwrongwrongwrongwron' } });
+      const ok = await send(`${base}?auth=${token}`, {
+        headers: { authorization: 'Bearer sk-wrongwrongwrongwrongwrongwrongwron' },
+      });
       assert.equal(ok.status, 302, 'a wrong bearer header does not hurt');
     }
     assertError(await send(`${bare.replace(/\/stream\.mp3$/, '/stream')}`), 401, 'AUTH_UNAUTHORIZED');
-    assertError(await send(`${t.baseUrl}/api/tts/generate/not-a-task-id/stream.mp3?auth=${token}`), 404, 'GENERATE_NOT_FOUND');
+    assertError(
+      await send(`${t.baseUrl}/api/tts/generate/not-a-task-id/stream.mp3?auth=${token}`),
+      404,
+      'GENERATE_NOT_FOUND',
+    );
   });
 
   it('returns the stream URL from …/{id}/stream', async () => {
@@ -573,7 +659,11 @@ describe('status, auth and lookup branches', () => {
     assert.equal(reply.status, 200);
     assertHeaderRules(reply);
     assert.deepEqual(json(reply), { status: 200, message: 'OK', data: { url } });
-    assertError(await send(url.replace('/stream.mp3?', '/stream?').replace(/auth=[^&]+/, 'auth=nope')), 403, 'AUTH_FORBIDDEN');
+    assertError(
+      await send(url.replace('/stream.mp3?', '/stream?').replace(/auth=[^&]+/, 'auth=nope')),
+      403,
+      'AUTH_FORBIDDEN',
+    );
     await waitTask(id, finished);
   });
 });
@@ -617,7 +707,10 @@ describe('failures', () => {
 describe('the embedded engine, reclaim and rate limit (idle reclaim 500 ms, 20 requests per task)', () => {
   let small: TestApp;
   before(async () => {
-    small = await startTestApp({ listen: true, env: { STREAM_IDLE_RECLAIM_MS: '500', STREAM_RATE_LIMIT_MAX: '20' } });
+    small = await startTestApp({
+      listen: true,
+      env: { STREAM_IDLE_RECLAIM_MS: '500', STREAM_RATE_LIMIT_MAX: '20' },
+    });
   });
   after(() => small.close());
 
@@ -652,7 +745,10 @@ describe('the embedded engine, reclaim and rate limit (idle reclaim 500 ms, 20 r
     const [a, b] = await Promise.all([probeAudio(first.body), probeAudio(second.body)]);
     assert.deepEqual([b.sampleRate, b.channels, b.bitRate], [44100, 2, 320000]);
     assert.ok(Math.abs(a.durationSeconds - b.durationSeconds) < 1e-6);
-    assert.ok(Math.abs(b.durationSeconds - task.estimatedDuration) <= TWO_FRAMES, `${String(b.durationSeconds)} vs ${String(task.estimatedDuration)}`);
+    assert.ok(
+      Math.abs(b.durationSeconds - task.estimatedDuration) <= TWO_FRAMES,
+      `${String(b.durationSeconds)} vs ${String(task.estimatedDuration)}`,
+    );
     assert.equal(sha(second.body), sha(first.body), 'the encoder is deterministic');
   });
 

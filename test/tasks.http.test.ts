@@ -15,7 +15,14 @@ import { buildApp, type App } from '../src/app.js';
 import { concatPcm, samplesFor, silence } from '../src/audio/pcm.js';
 import { loadConfig } from '../src/config/config.js';
 import type { TaskDetailView, TaskView } from '../src/tasks/task-service.js';
-import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs, silentRuns, type SampleRange } from './helpers/audio-check.js';
+import {
+  decodeToPcm,
+  ffmpegErrors,
+  probeAudio,
+  rmsDbfs,
+  silentRuns,
+  type SampleRange,
+} from './helpers/audio-check.js';
 import { bearer, speechMp3, startTestApp, type TestApp } from './helpers/test-app.js';
 
 interface ErrorBody {
@@ -38,7 +45,10 @@ const upstream = createServer((req, res) => {
   const parts: Buffer[] = [];
   req.on('data', (c: Buffer) => parts.push(c));
   req.on('end', () => {
-    upstreamRequests.push({ path: req.url, body: JSON.parse(Buffer.concat(parts).toString('utf8')) as Record<string, unknown> });
+    upstreamRequests.push({
+      path: req.url,
+      body: JSON.parse(Buffer.concat(parts).toString('utf8')) as Record<string, unknown>,
+    });
     void upstreamHandler(req, res);
   });
 });
@@ -83,11 +93,16 @@ before(async () => {
       GENERATION_CONCURRENCY: '1',
       MAX_CONTENTS: '8',
       MAX_TEXT_LENGTH: '3000',
-      REMOTE_ENGINES: JSON.stringify({ local: { baseUrl: `http://127.0.0.1:${port}`, apiKey: 'sk-upstream' } }),
+      REMOTE_ENGINES: JSON.stringify({
+        local: { baseUrl: `http://127.0.0.1:${port}`, apiKey: 'sk-upstream' },
+      }),
     },
   });
   voiceId = await createVoice(t.key, { name: 'Narrator' });
-  remoteVoiceId = await createVoice(t.key, { name: 'Alloy', engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' } });
+  remoteVoiceId = await createVoice(t.key, {
+    name: 'Alloy',
+    engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' },
+  });
   // The upstream's audio: espeak speech encoded by our own encoder, as a real service would send MP3.
   upstreamMp3 = await speechMp3(t.app, 'This sentence comes from the remote engine.');
 });
@@ -104,7 +119,12 @@ async function createVoice(key: string, payload: object): Promise<string> {
 }
 
 async function api(method: 'GET' | 'POST' | 'DELETE', url: string, payload?: unknown, key = t.key) {
-  return t.app.http.inject({ method, url, headers: bearer(key), ...(payload !== undefined && { payload: payload as object }) });
+  return t.app.http.inject({
+    method,
+    url,
+    headers: bearer(key),
+    ...(payload !== undefined && { payload: payload as object }),
+  });
 }
 
 async function createTask(payload: unknown, key = t.key): Promise<TaskDetailView> {
@@ -120,13 +140,19 @@ async function detail(id: string, key = t.key, query = ''): Promise<TaskDetailVi
 }
 
 /** A task is finished once failed, or generated with its merged audio stored. */
-const finished = (task: TaskView): boolean => task.status === 'failed' || (task.status === 'generated' && task.metadata.audio !== undefined);
+const finished = (task: TaskView): boolean =>
+  task.status === 'failed' || (task.status === 'generated' && task.metadata.audio !== undefined);
 
 /**
  * Waits until `done(task)` holds. Polls the service directly (not HTTP, so the per-account rate
  * limit is not spent); the test runner's timeout is the only bound, nothing asserts timing.
  */
-async function waitTask(app: App, accountId: string, id: string, done: (task: TaskDetailView) => boolean = finished): Promise<TaskDetailView> {
+async function waitTask(
+  app: App,
+  accountId: string,
+  id: string,
+  done: (task: TaskDetailView) => boolean = finished,
+): Promise<TaskDetailView> {
   for (;;) {
     const task = await app.services.tasks.get(accountId, id);
     if (done(task)) return task;
@@ -139,7 +165,8 @@ async function fetchBytes(url: string, init?: RequestInit): Promise<{ res: Respo
   return { res, bytes: Buffer.from(await res.arrayBuffer()) };
 }
 
-const text = (n: number, sentence = 'The quick brown fox jumps over the lazy dog. ') => sentence.repeat(n).trim();
+const text = (n: number, sentence = 'The quick brown fox jumps over the lazy dog. ') =>
+  sentence.repeat(n).trim();
 
 // ---------------------------------------------------------------------------------------------
 
@@ -178,7 +205,10 @@ describe('a 3-piece task', () => {
     const characters = TEXTS.join('').length;
     assert.deepEqual(created.billing, { unit: 'character', characters, credits: characters });
     // Before any audio exists: characters / 14 per second × speechRate, plus the intervals between pieces.
-    assert.ok(Math.abs(created.estimatedDuration - (characters / 14 + INTERVALS[0]! + INTERVALS[1]!)) < 0.01, String(created.estimatedDuration));
+    assert.ok(
+      Math.abs(created.estimatedDuration - (characters / 14 + INTERVALS[0]! + INTERVALS[1]!)) < 0.01,
+      String(created.estimatedDuration),
+    );
     assert.equal(created.metadata.audio, undefined);
     assert.equal(created.streamUrl, undefined);
   });
@@ -190,7 +220,9 @@ describe('a 3-piece task', () => {
     assert.equal(task.metadata.characters, characters);
     assert.deepEqual(task.metadata.voices, [voiceId]);
     // Once generated, the estimate is the real duration: the samples of the pieces and the silences.
-    const real = (pieceSamples.reduce((a, b) => a + b, 0) + samplesFor(INTERVALS[0]!) + samplesFor(INTERVALS[1]!)) / 44100;
+    const real =
+      (pieceSamples.reduce((a, b) => a + b, 0) + samplesFor(INTERVALS[0]!) + samplesFor(INTERVALS[1]!)) /
+      44100;
     assert.ok(Math.abs(task.estimatedDuration - real) < 0.001, `${task.estimatedDuration} vs ${real}`);
     assert.match(String(task.metadata.generatedAt), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 
@@ -222,7 +254,9 @@ describe('a 3-piece task', () => {
     // Expected duration from what the service synthesised: each piece's canonical PCM (44.1 kHz
     // mono s16, so bytes / 2 samples) plus the first two intervals; the last piece's interval is
     // never added. The encoder may add at most two frames of priming and padding.
-    const expected = (pieceSamples.reduce((a, b) => a + b, 0) + samplesFor(INTERVALS[0]!) + samplesFor(INTERVALS[1]!)) / 44100;
+    const expected =
+      (pieceSamples.reduce((a, b) => a + b, 0) + samplesFor(INTERVALS[0]!) + samplesFor(INTERVALS[1]!)) /
+      44100;
     const extra = info.durationSeconds - expected;
     assert.ok(extra >= 0 && extra <= TWO_FRAMES, `duration ${info.durationSeconds}, expected ${expected}`);
   });
@@ -232,8 +266,16 @@ describe('a 3-piece task', () => {
     // The reference is what the encoder was fed: the pieces' PCM with digital silence between them.
     const dir = join(t.app.config.dataDir, 'work', 'tasks', task.id);
     const { readFile } = await import('node:fs/promises');
-    const pieces = await Promise.all(TEXTS.map(async (_, i) => new Int16Array(new Uint8Array(await readFile(join(dir, `${i}.pcm`))).buffer)));
-    const source = concatPcm([pieces[0]!, silence(INTERVALS[0]!), pieces[1]!, silence(INTERVALS[1]!), pieces[2]!]);
+    const pieces = await Promise.all(
+      TEXTS.map(async (_, i) => new Int16Array(new Uint8Array(await readFile(join(dir, `${i}.pcm`))).buffer)),
+    );
+    const source = concatPcm([
+      pieces[0]!,
+      silence(INTERVALS[0]!),
+      pieces[1]!,
+      silence(INTERVALS[1]!),
+      pieces[2]!,
+    ]);
     const win = samplesFor(0.02);
 
     let at = 0;
@@ -243,7 +285,8 @@ describe('a 3-piece task', () => {
     }
     // Silent stretches at the joins: espeak's own pauses plus the interval, the same length as in
     // the source within two analysis windows; the decoder delay only shifts them.
-    const gaps = (pcm: Int16Array): SampleRange[] => silentRuns(pcm, win, -60).filter((r) => r.end - r.start >= samplesFor(0.4));
+    const gaps = (pcm: Int16Array): SampleRange[] =>
+      silentRuns(pcm, win, -60).filter((r) => r.end - r.start >= samplesFor(0.4));
     const want = gaps(source);
     const got = gaps(decoded);
     assert.equal(want.length, 2);
@@ -251,7 +294,10 @@ describe('a 3-piece task', () => {
     for (const [i, w] of want.entries()) {
       const g = got[i]!;
       assert.ok(w.end - w.start >= samplesFor(INTERVALS[i]!) - 2 * win, 'the gap is at least the interval');
-      assert.ok(Math.abs(g.end - g.start - (w.end - w.start)) <= 2 * win, `gap ${i}: ${g.end - g.start} vs ${w.end - w.start}`);
+      assert.ok(
+        Math.abs(g.end - g.start - (w.end - w.start)) <= 2 * win,
+        `gap ${i}: ${g.end - g.start} vs ${w.end - w.start}`,
+      );
       assert.ok(Math.abs(g.start - w.start) <= 3 * win, `gap ${i} position: ${g.start} vs ${w.start}`);
     }
   });
@@ -265,7 +311,10 @@ describe('a 3-piece task', () => {
       const info = await probeAudio(bytes);
       assert.deepEqual([info.sampleRate, info.channels, info.bitRate], [44100, 2, 320000]);
       const extra = info.durationSeconds - pieceSamples[i]! / 44100;
-      assert.ok(extra >= 0 && extra <= TWO_FRAMES, `piece ${i}: ${info.durationSeconds} s for ${pieceSamples[i]} samples`);
+      assert.ok(
+        extra >= 0 && extra <= TWO_FRAMES,
+        `piece ${i}: ${info.durationSeconds} s for ${pieceSamples[i]} samples`,
+      );
     }
   });
 
@@ -301,7 +350,9 @@ describe('a 3-piece task', () => {
     assert.equal(beyond.res.status, 416);
     assert.equal(beyond.res.headers.get('content-range'), `bytes */${size}`);
 
-    const piece = await fetchBytes(String(task.metadata.contents[1]?.audio), { headers: { range: 'bytes=0-3' } });
+    const piece = await fetchBytes(String(task.metadata.contents[1]?.audio), {
+      headers: { range: 'bytes=0-3' },
+    });
     assert.equal(piece.res.status, 206);
     assert.equal(piece.bytes.length, 4);
 
@@ -312,7 +363,9 @@ describe('a 3-piece task', () => {
     const missing = await fetchBytes(base);
     assert.equal(missing.res.status, 401);
     assert.equal((JSON.parse(missing.bytes.toString()) as ErrorBody).code, 'AUTH_UNAUTHORIZED');
-    const unknown = await fetchBytes(`${t.baseUrl}/api/tts/generate/00000000-0000-4000-8000-000000000000/audio.mp3?auth=x`);
+    const unknown = await fetchBytes(
+      `${t.baseUrl}/api/tts/generate/00000000-0000-4000-8000-000000000000/audio.mp3?auth=x`,
+    );
     assert.equal(unknown.res.status, 404);
     assert.equal((JSON.parse(unknown.bytes.toString()) as ErrorBody).code, 'GENERATE_NOT_FOUND');
     // Stored-audio responses are not the direct-return branch: no billing headers (spec 4.1 rule 6).
@@ -330,8 +383,13 @@ describe('listing', () => {
       ids.push((await createTask({ contents: [{ text: `Number ${word}.`, voiceId: voice }] }, acct.key)).id);
     }
     upstreamHandler = (_req, res) => void res.writeHead(503).end('down');
-    const remote = await createVoice(acct.key, { name: 'r', engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' } });
-    const failedId = (await createTask({ contents: [{ text: 'This one fails.', voiceId: remote }] }, acct.key)).id;
+    const remote = await createVoice(acct.key, {
+      name: 'r',
+      engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' },
+    });
+    const failedId = (
+      await createTask({ contents: [{ text: 'This one fails.', voiceId: remote }] }, acct.key)
+    ).id;
     for (const id of [...ids, failedId]) await waitTask(t.app, acct.accountId, id);
 
     const list = async (query: string) => {
@@ -342,21 +400,36 @@ describe('listing', () => {
     const all = await list('');
     assert.equal(all.status, 200);
     assert.equal(all.total, 4);
-    assert.deepEqual(all.data.map((x) => x.id), [failedId, ids[2], ids[1], ids[0]]);
-    assert.ok(all.data.every((x) => x.streamUrl === undefined && !('credit_used' in x)), 'billing only on the detail endpoint');
+    assert.deepEqual(
+      all.data.map((x) => x.id),
+      [failedId, ids[2], ids[1], ids[0]],
+    );
+    assert.ok(
+      all.data.every((x) => x.streamUrl === undefined && !('credit_used' in x)),
+      'billing only on the detail endpoint',
+    );
 
     const page = await list('?limit=2&offset=1');
     assert.equal(page.total, 4);
-    assert.deepEqual(page.data.map((x) => x.id), [ids[2], ids[1]]);
+    assert.deepEqual(
+      page.data.map((x) => x.id),
+      [ids[2], ids[1]],
+    );
 
     const generated = await list('?status=generated');
     assert.equal(generated.total, 3);
-    assert.deepEqual(generated.data.map((x) => x.id), [ids[2], ids[1], ids[0]]);
+    assert.deepEqual(
+      generated.data.map((x) => x.id),
+      [ids[2], ids[1], ids[0]],
+    );
     const failed = await list('?status=failed&stream=true');
     assert.equal(failed.total, 1);
     assert.equal(failed.data[0]?.id, failedId);
     assert.match(String(failed.data[0]?.error), /HTTP 503/);
-    assert.match(String(failed.data[0]?.streamUrl), new RegExp(`/api/tts/generate/${failedId}/stream\\.mp3\\?auth=[0-9a-f]{32}$`));
+    assert.match(
+      String(failed.data[0]?.streamUrl),
+      new RegExp(`/api/tts/generate/${failedId}/stream\\.mp3\\?auth=[0-9a-f]{32}$`),
+    );
     assert.equal((await list('?status=pending')).total, 0);
 
     for (const query of ['?status=done', '?limit=0', '?limit=51', '?offset=-1']) {
@@ -377,7 +450,10 @@ describe('delete rules and foreign accounts', () => {
     const queued = await createTask({ contents: [{ text: 'Queued behind it.', voiceId }] });
     assert.equal((await detail(held.id)).status, 'processing');
     assert.equal((await detail(queued.id)).status, 'pending');
-    for (const [id, status] of [[held.id, 'processing'], [queued.id, 'pending']] as const) {
+    for (const [id, status] of [
+      [held.id, 'processing'],
+      [queued.id, 'pending'],
+    ] as const) {
       const res = await api('DELETE', `/api/tts/generate/${id}`);
       assert.equal(res.statusCode, 403);
       const body = res.json<ErrorBody>();
@@ -397,11 +473,15 @@ describe('delete rules and foreign accounts', () => {
     assert.equal(gone.json<ErrorBody>().code, 'GENERATE_NOT_FOUND');
     assert.equal((await api('DELETE', `/api/tts/generate/${held.id}`)).statusCode, 404);
     assert.equal((await fetch(String(done.metadata.audio))).status, 404, 'the stored audio is gone too');
-    assert.equal(existsSync(join(t.app.config.dataDir, 'work', 'tasks', held.id)), false, 'and the work files');
+    assert.equal(
+      existsSync(join(t.app.config.dataDir, 'work', 'tasks', held.id)),
+      false,
+      'and the work files',
+    );
     assert.equal(existsSync(join(t.app.config.dataDir, 'blobs', 'tasks', held.id, 'audio.mp3')), false);
   });
 
-  it('answers 404 GENERATE_NOT_FOUND for another account\'s task, on get and delete', async () => {
+  it("answers 404 GENERATE_NOT_FOUND for another account's task, on get and delete", async () => {
     const task = await createTask({ contents: [{ text: 'Mine.', voiceId }] });
     await waitTask(t.app, t.accountId, task.id);
     const other = await t.newAccount();
@@ -412,7 +492,11 @@ describe('delete rules and foreign accounts', () => {
     }
     const list = await api('GET', '/api/tts/generate', undefined, other.key);
     assert.equal(list.json<{ total: number }>().total, 0);
-    assert.equal((await api('GET', `/api/tts/generate/${task.id}`)).statusCode, 200, 'still there for its owner');
+    assert.equal(
+      (await api('GET', `/api/tts/generate/${task.id}`)).statusCode,
+      200,
+      'still there for its owner',
+    );
     const unknown = await api('GET', '/api/tts/generate/not-a-task');
     assert.equal(unknown.json<ErrorBody>().code, 'GENERATE_NOT_FOUND');
     const noKey = await t.app.http.inject({ method: 'GET', url: `/api/tts/generate/${task.id}` });
@@ -474,9 +558,20 @@ describe('validation', () => {
     assert.equal((await api('GET', '/api/tts/generate')).statusCode, 200);
   });
 
-  it('drops unknown keys and keeps the hosted API\'s known ones', async () => {
+  it("drops unknown keys and keeps the hosted API's known ones", async () => {
     const task = await createTask({
-      contents: [{ type: 'text', text: '  Trimmed.  ', voiceId, speechRate: 1.5, seed: 7, preset: 'stable', vivid: true, colour: 'blue' }],
+      contents: [
+        {
+          type: 'text',
+          text: '  Trimmed.  ',
+          voiceId,
+          speechRate: 1.5,
+          seed: 7,
+          preset: 'stable',
+          vivid: true,
+          colour: 'blue',
+        },
+      ],
       somethingElse: { a: 1 },
     });
     const c = task.metadata.contents[0];
@@ -497,12 +592,28 @@ describe('worker concurrency', () => {
   it('never generates more tasks at once than GENERATION_CONCURRENCY (1), in queue order', async () => {
     const acct = await t.newAccount();
     const voice = await createVoice(acct.key, { name: 'v' });
-    const remote = await createVoice(acct.key, { name: 'r', engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' } });
+    const remote = await createVoice(acct.key, {
+      name: 'r',
+      engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' },
+    });
     const gate = gatedUpstream();
     const first = await createTask({ contents: [{ text: 'Held.', voiceId: remote }] }, acct.key);
     await gate.arrived;
     const rest: string[] = [];
-    for (let i = 0; i < 4; i++) rest.push((await createTask({ contents: [{ text: text(2), voiceId: voice }, { text: `Task ${i}.`, voiceId: voice }] }, acct.key)).id);
+    for (let i = 0; i < 4; i++)
+      rest.push(
+        (
+          await createTask(
+            {
+              contents: [
+                { text: text(2), voiceId: voice },
+                { text: `Task ${i}.`, voiceId: voice },
+              ],
+            },
+            acct.key,
+          )
+        ).id,
+      );
 
     // While the first task holds the only worker, every other task waits.
     assert.equal(t.app.services.runner.active, 1);
@@ -518,7 +629,9 @@ describe('worker concurrency', () => {
         const { items } = await t.app.services.tasks.list(acct.accountId, { limit: '50' });
         maxProcessing = Math.max(maxProcessing, items.filter((x) => x.status === 'processing').length);
         // `generated` means complete: the merged audio is stored before the status says so.
-        for (const x of items) if (x.status === 'generated') assert.ok(x.metadata.audio !== undefined, `${x.id} generated without audio`);
+        for (const x of items)
+          if (x.status === 'generated')
+            assert.ok(x.metadata.audio !== undefined, `${x.id} generated without audio`);
         maxActive = Math.max(maxActive, t.app.services.runner.active);
         if (items.every(finished)) break;
         await sleep(5);
@@ -529,10 +642,16 @@ describe('worker concurrency', () => {
     assert.equal(maxActive, 1);
     assert.equal(maxProcessing, 1);
     const done = await Promise.all([first.id, ...rest].map((id) => detail(id, acct.key)));
-    assert.ok(done.every((x) => x.status === 'generated'), JSON.stringify(done.map((x) => x.status)));
+    assert.ok(
+      done.every((x) => x.status === 'generated'),
+      JSON.stringify(done.map((x) => x.status)),
+    );
     // One worker takes the oldest pending task first: tasks finish in creation order.
     const times = done.map((x) => Date.parse(String(x.metadata.generatedAt)));
-    assert.deepEqual([...times].sort((a, b) => a - b), times);
+    assert.deepEqual(
+      [...times].sort((a, b) => a - b),
+      times,
+    );
   });
 });
 
@@ -551,14 +670,23 @@ describe('remote engine through the service', () => {
     assert.deepEqual(upstreamRequests, [
       {
         path: '/v1/audio/speech',
-        body: { model: 'tts-1', input: 'Spoken upstream.', voice: 'alloy', response_format: 'mp3', speed: 0.5 },
+        body: {
+          model: 'tts-1',
+          input: 'Spoken upstream.',
+          voice: 'alloy',
+          response_format: 'mp3',
+          speed: 0.5,
+        },
       },
     ]);
     const { bytes } = await fetchBytes(String(done.metadata.audio));
     assert.equal(await ffmpegErrors(bytes), '');
     const info = await probeAudio(bytes);
     assert.deepEqual([info.sampleRate, info.channels, info.bitRate], [44100, 2, 320000]);
-    assert.ok(Math.abs(info.durationSeconds - done.estimatedDuration) <= TWO_FRAMES, `${info.durationSeconds} vs ${done.estimatedDuration}`);
+    assert.ok(
+      Math.abs(info.durationSeconds - done.estimatedDuration) <= TWO_FRAMES,
+      `${info.durationSeconds} vs ${done.estimatedDuration}`,
+    );
     // The remote piece is the upstream's speech (decoded, resampled, re-encoded), not silence.
     const decoded = await decodeToPcm(bytes);
     assert.ok(rmsDbfs(decoded, 0, samplesFor(1)) > -35);
@@ -587,7 +715,11 @@ describe('remote engine through the service', () => {
     assert.equal(failed.metadata.contents[2]?.audio, undefined);
     // The worker is free again: the next task is generated.
     upstreamHandler = serveMp3();
-    const next = await waitTask(t.app, t.accountId, (await createTask({ contents: [{ text: 'Next.', voiceId: remoteVoiceId }] })).id);
+    const next = await waitTask(
+      t.app,
+      t.accountId,
+      (await createTask({ contents: [{ text: 'Next.', voiceId: remoteVoiceId }] })).id,
+    );
     assert.equal(next.status, 'generated', next.error);
   });
 });
@@ -600,10 +732,25 @@ describe('restart recovery', () => {
       const first = await startTestApp({ dataDir });
       let taskId = '';
       try {
-        const res = await first.app.http.inject({ method: 'POST', url: '/api/voice', headers: bearer(first.key), payload: { name: 'v' } });
+        const res = await first.app.http.inject({
+          method: 'POST',
+          url: '/api/voice',
+          headers: bearer(first.key),
+          payload: { name: 'v' },
+        });
         const vid = res.json<{ data: { id: string } }>().data.id;
-        const long = { contents: Array.from({ length: 3 }, (_, i) => ({ text: text(12, `Paragraph ${i} goes on and on for a while. `), voiceId: vid })) };
-        const created = await first.app.http.inject({ method: 'POST', url: '/api/tts/generate', headers: bearer(first.key), payload: long });
+        const long = {
+          contents: Array.from({ length: 3 }, (_, i) => ({
+            text: text(12, `Paragraph ${i} goes on and on for a while. `),
+            voiceId: vid,
+          })),
+        };
+        const created = await first.app.http.inject({
+          method: 'POST',
+          url: '/api/tts/generate',
+          headers: bearer(first.key),
+          payload: long,
+        });
         taskId = created.json<{ data: { id: string } }>().data.id;
         const processing = await waitTask(first.app, first.accountId, taskId, (x) => x.status !== 'pending');
         assert.equal(processing.status, 'processing');
@@ -612,14 +759,36 @@ describe('restart recovery', () => {
       }
       // A new process on the same DATA_DIR. (Built directly: the test helper seeds a fresh database
       // from its template, which PGlite refuses over an existing one.)
-      second = await buildApp(loadConfig({ DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'silent', PUBLIC_URL: 'https://voice.example.test/' }), {
-        logger: false,
-      });
-      const done = await waitTask(second, first.accountId, taskId, (x) => x.status !== 'processing' && x.status !== 'pending' && finished(x));
+      second = await buildApp(
+        loadConfig({
+          DATA_DIR: dataDir,
+          PORT: '0',
+          LOG_LEVEL: 'silent',
+          PUBLIC_URL: 'https://voice.example.test/',
+        }),
+        {
+          logger: false,
+        },
+      );
+      const done = await waitTask(
+        second,
+        first.accountId,
+        taskId,
+        (x) => x.status !== 'processing' && x.status !== 'pending' && finished(x),
+      );
       assert.equal(done.status, 'generated', done.error);
-      const res = await second.http.inject({ method: 'GET', url: `/api/tts/generate/${taskId}?stream=true`, headers: bearer(first.key) });
+      const res = await second.http.inject({
+        method: 'GET',
+        url: `/api/tts/generate/${taskId}?stream=true`,
+        headers: bearer(first.key),
+      });
       const view = res.json<{ data: TaskDetailView }>().data;
-      assert.match(String(view.streamUrl), new RegExp(`^https://voice\\.example\\.test/api/tts/generate/${taskId}/stream\\.mp3\\?auth=[0-9a-f]{32}$`));
+      assert.match(
+        String(view.streamUrl),
+        new RegExp(
+          `^https://voice\\.example\\.test/api/tts/generate/${taskId}/stream\\.mp3\\?auth=[0-9a-f]{32}$`,
+        ),
+      );
       assert.ok(view.metadata.contents.every((c) => c.audio !== undefined));
       // The merged audio holds all three pieces, resumed or not.
       const key = new URL(String(view.metadata.audio));
@@ -628,7 +797,10 @@ describe('restart recovery', () => {
       assert.equal(await ffmpegErrors(audio.rawPayload), '');
       const info = await probeAudio(audio.rawPayload);
       const extra = info.durationSeconds - view.estimatedDuration;
-      assert.ok(extra >= -0.001 && extra <= TWO_FRAMES, `${info.durationSeconds} vs ${view.estimatedDuration}`);
+      assert.ok(
+        extra >= -0.001 && extra <= TWO_FRAMES,
+        `${info.durationSeconds} vs ${view.estimatedDuration}`,
+      );
     } finally {
       await second?.close();
       await rm(dataDir, { recursive: true, force: true });

@@ -11,14 +11,21 @@ describe('voices', () => {
   });
   after(async () => t.close());
 
-  const importVoice = (overrides: Partial<VoiceImport> & Pick<VoiceImport, 'version'>, accountId = t.accountId) =>
-    t.app.services.voices.importVoice(accountId, { name: 'imported', ...overrides });
+  const importVoice = (
+    overrides: Partial<VoiceImport> & Pick<VoiceImport, 'version'>,
+    accountId = t.accountId,
+  ) => t.app.services.voices.importVoice(accountId, { name: 'imported', ...overrides });
 
   const migrate = (id: string, path = '/api/voice', key = t.key, op = 'migrateV3') =>
     t.app.http.inject({ method: 'POST', url: `${path}/${id}/${op}`, headers: bearer(key) });
 
   it('creates a voice from just a name, with the embedded engine default for English', async () => {
-    const res = await t.app.http.inject({ method: 'POST', url: '/api/voice', headers: bearer(t.key), payload: { name: '  Narrator ' } });
+    const res = await t.app.http.inject({
+      method: 'POST',
+      url: '/api/voice',
+      headers: bearer(t.key),
+      payload: { name: '  Narrator ' },
+    });
     assert.equal(res.statusCode, 200);
     const body = res.json<{ status: number; message: string; data: Record<string, unknown> }>();
     assert.equal(body.status, 200);
@@ -41,13 +48,30 @@ describe('voices', () => {
       [{ name: 'x', modelVersion: 'v2.0' }, 400, 'VOICE_MODEL_VERSION_INVALID'],
       [{ name: 'x', modelVersion: 'v9' }, 400, 'VOICE_MODEL_VERSION_INVALID'],
       [{ name: 'x', engine: { engine: 'espeak', voice: 'no-such-voice' } }, 400, 'VALIDATION_INVALID_VALUE'],
-      [{ name: 'x', engine: { engine: 'remote', endpoint: 'unconfigured', voice: 'alloy' } }, 400, 'VALIDATION_INVALID_VALUE'],
-      [{ name: 'x', engine: { engine: 'remote', endpoint: 'http://evil.example/', voice: 'alloy' } }, 400, 'VALIDATION_INVALID_VALUE'],
-      [{ name: 'x', engine: { engine: 'espeak', voice: 'en-us', pitch: 200 } }, 400, 'VALIDATION_INVALID_VALUE'],
+      [
+        { name: 'x', engine: { engine: 'remote', endpoint: 'unconfigured', voice: 'alloy' } },
+        400,
+        'VALIDATION_INVALID_VALUE',
+      ],
+      [
+        { name: 'x', engine: { engine: 'remote', endpoint: 'http://evil.example/', voice: 'alloy' } },
+        400,
+        'VALIDATION_INVALID_VALUE',
+      ],
+      [
+        { name: 'x', engine: { engine: 'espeak', voice: 'en-us', pitch: 200 } },
+        400,
+        'VALIDATION_INVALID_VALUE',
+      ],
       [{ name: 'x', language: 'xx-nope' }, 400, 'VALIDATION_INVALID_VALUE'],
     ];
     for (const [payload, status, code] of cases) {
-      const res = await t.app.http.inject({ method: 'POST', url: '/api/voice', headers: bearer(t.key), payload: payload as object });
+      const res = await t.app.http.inject({
+        method: 'POST',
+        url: '/api/voice',
+        headers: bearer(t.key),
+        payload: payload as object,
+      });
       assert.equal(res.statusCode, status, JSON.stringify(payload));
       assert.equal(res.json<{ code: string }>().code, code, JSON.stringify(payload));
     }
@@ -55,7 +79,12 @@ describe('voices', () => {
       method: 'POST',
       url: '/api/voice',
       headers: bearer(t.key),
-      payload: { name: 'German', language: 'de', modelVersion: 'v4.0', engine: { engine: 'espeak', voice: 'de', variant: 'f3', pitch: 60 } },
+      payload: {
+        name: 'German',
+        language: 'de',
+        modelVersion: 'v4.0',
+        engine: { engine: 'espeak', voice: 'de', variant: 'f3', pitch: 60 },
+      },
     });
     assert.equal(ok.statusCode, 200);
     assert.equal(ok.json<{ data: { version: string } }>().data.version, 'v4.0');
@@ -65,21 +94,49 @@ describe('voices', () => {
     const acct = await t.newAccount();
     const ids: string[] = [];
     for (const name of ['a', 'b', 'c']) {
-      const res = await t.app.http.inject({ method: 'POST', url: '/api/tts/voice', headers: bearer(acct.key), payload: { name } });
+      const res = await t.app.http.inject({
+        method: 'POST',
+        url: '/api/tts/voice',
+        headers: bearer(acct.key),
+        payload: { name },
+      });
       ids.push(res.json<{ data: { id: string } }>().data.id);
     }
-    const list = await t.app.http.inject({ method: 'GET', url: '/api/voice?limit=2', headers: bearer(acct.key) });
+    const list = await t.app.http.inject({
+      method: 'GET',
+      url: '/api/voice?limit=2',
+      headers: bearer(acct.key),
+    });
     const body = list.json<{ data: { name: string }[]; total: number }>();
     assert.equal(body.total, 3);
-    assert.deepEqual(body.data.map((v) => v.name), ['c', 'b']);
-    const got = await t.app.http.inject({ method: 'GET', url: `/api/tts/voice/${ids[0]}`, headers: bearer(acct.key) });
+    assert.deepEqual(
+      body.data.map((v) => v.name),
+      ['c', 'b'],
+    );
+    const got = await t.app.http.inject({
+      method: 'GET',
+      url: `/api/tts/voice/${ids[0]}`,
+      headers: bearer(acct.key),
+    });
     assert.equal(got.json<{ data: { name: string } }>().data.name, 'a');
-    const del = await t.app.http.inject({ method: 'DELETE', url: `/api/voice/${ids[0]}`, headers: bearer(acct.key) });
+    const del = await t.app.http.inject({
+      method: 'DELETE',
+      url: `/api/voice/${ids[0]}`,
+      headers: bearer(acct.key),
+    });
     assert.deepEqual(del.json(), { status: 200, message: 'OK' });
-    const gone = await t.app.http.inject({ method: 'GET', url: `/api/voice/${ids[0]}`, headers: bearer(acct.key) });
+    const gone = await t.app.http.inject({
+      method: 'GET',
+      url: `/api/voice/${ids[0]}`,
+      headers: bearer(acct.key),
+    });
     assert.equal(gone.statusCode, 404);
     assert.equal(gone.json<{ code: string }>().code, 'VOICE_NOT_FOUND');
-    const badLimit = await t.app.http.inject({ method: 'GET', url: '/api/voice?limit=0', headers: bearer(acct.key) });
+    const badLimit = await t.app.http.inject({
+      method: 'GET',
+      url: '/api/voice?limit=0',
+      headers: bearer(acct.key),
+    });
     assert.equal(badLimit.statusCode, 400);
   });
 
@@ -178,7 +235,9 @@ describe('voices', () => {
       const voice = await importVoice({ version: 'v1.0' });
       const results = await Promise.all(Array.from({ length: 20 }, () => migrate(voice.id)));
       const ok = results.filter((r) => r.statusCode === 200);
-      const notNeeded = results.filter((r) => r.json<{ code?: string }>().code === 'VOICE_MIGRATE_NOT_NEEDED');
+      const notNeeded = results.filter(
+        (r) => r.json<{ code?: string }>().code === 'VOICE_MIGRATE_NOT_NEEDED',
+      );
       assert.equal(ok.length, 1);
       assert.equal(notNeeded.length, 19);
       assert.equal((await t.app.services.voices.get(t.accountId, voice.id)).version, 'v3.0');
@@ -190,11 +249,20 @@ describe('voices', () => {
       const v1 = await importVoice({ version: 'v1.0' });
       assert.deepEqual((await migrate(v1.id, '/api/voice', t.key, 'migrateV2')).json(), { status: 200 });
       assert.equal((await t.app.services.voices.get(t.accountId, v1.id)).version, 'v2.0');
-      assert.equal((await migrate(v1.id, '/api/tts/voice', t.key, 'migrateV2')).json<{ code: string }>().code, 'VOICE_MIGRATE_NOT_NEEDED');
+      assert.equal(
+        (await migrate(v1.id, '/api/tts/voice', t.key, 'migrateV2')).json<{ code: string }>().code,
+        'VOICE_MIGRATE_NOT_NEEDED',
+      );
       const v3 = await importVoice({ version: 'v3.0' });
-      assert.equal((await migrate(v3.id, '/api/voice', t.key, 'migrateV2')).json<{ code: string }>().code, 'VOICE_MIGRATE_NOT_NEEDED');
+      assert.equal(
+        (await migrate(v3.id, '/api/voice', t.key, 'migrateV2')).json<{ code: string }>().code,
+        'VOICE_MIGRATE_NOT_NEEDED',
+      );
       const v4 = await importVoice({ version: 'v4.0' });
-      assert.equal((await migrate(v4.id, '/api/voice', t.key, 'migrateV2')).json<{ code: string }>().code, 'VOICE_MIGRATE_NOT_ALLOWED');
+      assert.equal(
+        (await migrate(v4.id, '/api/voice', t.key, 'migrateV2')).json<{ code: string }>().code,
+        'VOICE_MIGRATE_NOT_ALLOWED',
+      );
     });
   });
 });

@@ -62,8 +62,12 @@ export class AccountService {
   }
 
   /** Issues a key for the account. The plain key is returned once and never stored. */
-  async createKey(accountId: string, plainKey: string = generateApiKey()): Promise<{ key: string; info: ApiKeyInfo }> {
-    if (!API_KEY_PATTERN.test(plainKey)) throw errors.invalidValue('API key must be sk- followed by 32 lowercase letters or digits');
+  async createKey(
+    accountId: string,
+    plainKey: string = generateApiKey(),
+  ): Promise<{ key: string; info: ApiKeyInfo }> {
+    if (!API_KEY_PATTERN.test(plainKey))
+      throw errors.invalidValue('API key must be sk- followed by 32 lowercase letters or digits');
     const row = {
       id: randomUUID(),
       account_id: accountId,
@@ -103,7 +107,8 @@ export class AccountService {
       .where('id', '=', keyId)
       .where('revoked_at', 'is', null)
       .executeTakeFirst();
-    if (result.numUpdatedRows === 0n) throw new AppError('RESOURCE_NOT_FOUND', `active key "${keyId}" not found`);
+    if (result.numUpdatedRows === 0n)
+      throw new AppError('RESOURCE_NOT_FOUND', `active key "${keyId}" not found`);
   }
 
   /** The account a bearer key belongs to, or AUTH_UNAUTHORIZED. */
@@ -130,7 +135,9 @@ export class AccountService {
       .executeTakeFirst();
     // A known key (even one an operator revoked since) is left as it is.
     if (known) return this.resolveAccount(known.account_id);
-    const account = (await this.findAccountByName(DEFAULT_ACCOUNT_NAME)) ?? (await this.createAccount(DEFAULT_ACCOUNT_NAME));
+    const account =
+      (await this.findAccountByName(DEFAULT_ACCOUNT_NAME)) ??
+      (await this.createAccount(DEFAULT_ACCOUNT_NAME));
     await this.createKey(account.id, plainKey);
     return account;
   }

@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs, silentRuns, type SampleRange } from '../../test/helpers/audio-check.js';
+import {
+  decodeToPcm,
+  ffmpegErrors,
+  probeAudio,
+  rmsDbfs,
+  silentRuns,
+  type SampleRange,
+} from '../../test/helpers/audio-check.js';
 import { encodeContinuous, encodePiece, type ContinuousPiece } from './continuous-encoder.js';
 import { createEncoderPool } from './encoder-pool.js';
 import { createEspeakEngine } from './engines/espeak.engine.js';
@@ -25,7 +32,10 @@ before(async () => {
   speech = [];
   for (const text of TEXTS) {
     const chunks: Int16Array[] = [];
-    for await (const pcm of espeak.synthesize({ text, voice: { engine: 'espeak', voice: 'en-us' }, speechRate: 1 }, new AbortController().signal)) {
+    for await (const pcm of espeak.synthesize(
+      { text, voice: { engine: 'espeak', voice: 'en-us' }, speechRate: 1 },
+      new AbortController().signal,
+    )) {
       chunks.push(pcm);
     }
     speech.push(concatPcm(chunks));
@@ -66,7 +76,13 @@ describe('continuous encoder', () => {
   it('keeps speech audible and puts silent gaps of the expected length between pieces', async () => {
     const mp3 = await collect(encodeContinuous(pieces([22050]), pool.open()));
     const decoded = await decodeToPcm(mp3);
-    const source = concatPcm([speech[0]!, silence(INTERVALS[0]!), speech[1]!, silence(INTERVALS[1]!), speech[2]!]);
+    const source = concatPcm([
+      speech[0]!,
+      silence(INTERVALS[0]!),
+      speech[1]!,
+      silence(INTERVALS[1]!),
+      speech[2]!,
+    ]);
     const win = samplesFor(0.02);
 
     // Each piece's span is clearly non-silent in the decoded stream.
@@ -78,7 +94,8 @@ describe('continuous encoder', () => {
 
     // The silent stretch around each join has the length it has in the source (espeak's own
     // pauses plus the interval), within two analysis windows; the encoder delay only shifts it.
-    const gaps = (pcm: Int16Array): SampleRange[] => silentRuns(pcm, win, -60).filter((r) => r.end - r.start >= samplesFor(0.4));
+    const gaps = (pcm: Int16Array): SampleRange[] =>
+      silentRuns(pcm, win, -60).filter((r) => r.end - r.start >= samplesFor(0.4));
     const want = gaps(source);
     const got = gaps(decoded);
     assert.equal(want.length, 2, 'source has two long gaps');
@@ -86,7 +103,10 @@ describe('continuous encoder', () => {
     for (const [i, w] of want.entries()) {
       const g = got[i]!;
       assert.ok(w.end - w.start >= samplesFor(INTERVALS[i]!) - 2 * win, 'gap at least the interval');
-      assert.ok(Math.abs(g.end - g.start - (w.end - w.start)) <= 2 * win, `gap ${i}: ${g.end - g.start} vs ${w.end - w.start}`);
+      assert.ok(
+        Math.abs(g.end - g.start - (w.end - w.start)) <= 2 * win,
+        `gap ${i}: ${g.end - g.start} vs ${w.end - w.start}`,
+      );
       assert.ok(Math.abs(g.start - w.start) <= 3 * win, `gap ${i} position: ${g.start} vs ${w.start}`);
     }
   });
@@ -121,7 +141,10 @@ describe('continuous encoder', () => {
       throw new Error('engine broke');
     }
     const enc = pool.open();
-    await assert.rejects(collect(encodeContinuous([{ pcm: broken(), silenceAfterSeconds: 0 }], enc)), /engine broke/);
+    await assert.rejects(
+      collect(encodeContinuous([{ pcm: broken(), silenceAfterSeconds: 0 }], enc)),
+      /engine broke/,
+    );
     await assert.rejects(enc.encode(new Int16Array(10)), /finished or aborted/);
   });
 });

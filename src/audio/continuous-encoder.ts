@@ -56,7 +56,11 @@ export function encodePiece(
   return encodeContinuous([{ pcm, silenceAfterSeconds: 0 }], encoder, signal);
 }
 
-async function* encodeAll(blocks: Iterable<Int16Array>, encoder: Mp3Encoder, signal: AbortSignal | undefined): AsyncIterable<Uint8Array> {
+async function* encodeAll(
+  blocks: Iterable<Int16Array>,
+  encoder: Mp3Encoder,
+  signal: AbortSignal | undefined,
+): AsyncIterable<Uint8Array> {
   for (const block of blocks) {
     signal?.throwIfAborted();
     const mp3 = await encoder.encode(block);
@@ -65,7 +69,8 @@ async function* encodeAll(blocks: Iterable<Int16Array>, encoder: Mp3Encoder, sig
 }
 
 function silenceSamples(seconds: number): number {
-  if (!Number.isFinite(seconds) || seconds < 0) throw new RangeError(`silence must be a finite, non-negative duration, got ${seconds}`);
+  if (!Number.isFinite(seconds) || seconds < 0)
+    throw new RangeError(`silence must be a finite, non-negative duration, got ${seconds}`);
   return samplesFor(seconds);
 }
 
@@ -79,7 +84,7 @@ class BlockBuilder {
   }
 
   *add(pcm: Int16Array): Generator<Int16Array> {
-    for (let offset = 0; offset < pcm.length; ) {
+    for (let offset = 0; offset < pcm.length;) {
       const n = Math.min(this.size - this.fill, pcm.length - offset);
       this.block.set(pcm.subarray(offset, offset + n), this.fill);
       this.fill += n;
@@ -90,7 +95,7 @@ class BlockBuilder {
 
   /** Silence costs no copying: a fresh block is all zeros past `fill`. */
   *addSilence(samples: number): Generator<Int16Array> {
-    for (let left = samples; left > 0; ) {
+    for (let left = samples; left > 0;) {
       const n = Math.min(this.size - this.fill, left);
       this.fill += n;
       left -= n;

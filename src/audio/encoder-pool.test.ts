@@ -18,7 +18,11 @@ function signal(samples: number): Int16Array {
   return out;
 }
 
-async function encodeChunked(encoder: Mp3Encoder, pcm: Int16Array, sizes: readonly number[]): Promise<Uint8Array> {
+async function encodeChunked(
+  encoder: Mp3Encoder,
+  pcm: Int16Array,
+  sizes: readonly number[],
+): Promise<Uint8Array> {
   const out: Uint8Array[] = [];
   for (let o = 0, k = 0; o < pcm.length; k++) {
     const n = sizes[k % sizes.length] ?? 1;
@@ -37,7 +41,10 @@ describe('encoder pool', () => {
     assert.equal(await ffmpegErrors(mp3), '');
     const info = await probeAudio(mp3);
     assert.deepEqual([info.codec, info.sampleRate, info.channels, info.bitRate], ['mp3', 44100, 2, 320000]);
-    assert.ok(info.durationSeconds >= 2 && info.durationSeconds < 2 + 0.052, `duration ${info.durationSeconds}`);
+    assert.ok(
+      info.durationSeconds >= 2 && info.durationSeconds < 2 + 0.052,
+      `duration ${info.durationSeconds}`,
+    );
   });
 
   it('is deterministic: the same PCM in different chunkings gives identical bytes', async () => {
@@ -50,7 +57,9 @@ describe('encoder pool', () => {
 
   it('serves many streams at once, each with its own encoder', async () => {
     const pcm = signal(44100);
-    const results = await Promise.all(Array.from({ length: 6 }, () => encodeChunked(pool.open(), pcm, [5000])));
+    const results = await Promise.all(
+      Array.from({ length: 6 }, () => encodeChunked(pool.open(), pcm, [5000])),
+    );
     for (const r of results) assert.deepEqual(r, results[0]);
   });
 
@@ -81,10 +90,18 @@ describe('encoder pool', () => {
   it('rejects the pending call of a dead worker instead of hanging, then recovers', async () => {
     const victims = [pool.open(), pool.open()];
     // 30 s of PCM keeps the worker busy well past the terminate() below.
-    const pending = victims.map((v) => assert.rejects(v.encode(signal(44100 * 30)), (err) => isAppError(err) && err.code === 'TTS_GENERATE_FAILED'));
+    const pending = victims.map((v) =>
+      assert.rejects(
+        v.encode(signal(44100 * 30)),
+        (err) => isAppError(err) && err.code === 'TTS_GENERATE_FAILED',
+      ),
+    );
     await pool.terminateWorkers();
     await Promise.all(pending);
-    await assert.rejects(victims[0]?.encode(signal(10)) ?? Promise.resolve(), (err) => isAppError(err) && err.code === 'TTS_GENERATE_FAILED');
+    await assert.rejects(
+      victims[0]?.encode(signal(10)) ?? Promise.resolve(),
+      (err) => isAppError(err) && err.code === 'TTS_GENERATE_FAILED',
+    );
     const fresh = await encodeChunked(pool.open(), signal(44100), [11520]);
     assert.equal(await ffmpegErrors(fresh), '');
   });

@@ -63,7 +63,8 @@ class Stream implements Mp3Encoder {
 
   encode(pcm: Int16Array): Promise<Uint8Array> {
     // Transfer when the array owns its buffer; copy a view so the caller's other data survives.
-    const owned = pcm.byteOffset === 0 && pcm.byteLength === pcm.buffer.byteLength && pcm.buffer instanceof ArrayBuffer;
+    const owned =
+      pcm.byteOffset === 0 && pcm.byteLength === pcm.buffer.byteLength && pcm.buffer instanceof ArrayBuffer;
     const data = owned ? pcm : pcm.slice();
     return this.call({ op: 'encode', id: this.id, pcm: data }, [data.buffer as ArrayBuffer]);
   }
@@ -104,7 +105,8 @@ class Stream implements Mp3Encoder {
   /** Posts one request; `last` closes the stream once the request is on its way. */
   private call(req: EncoderRequest, transfer: ArrayBuffer[], last = false): Promise<Uint8Array> {
     if (typeof this.state === 'object') return Promise.reject(this.state.failed);
-    if (this.state === 'closed') return Promise.reject(new Error('MP3 encoder is already finished or aborted'));
+    if (this.state === 'closed')
+      return Promise.reject(new Error('MP3 encoder is already finished or aborted'));
     if (this.pending !== undefined) return Promise.reject(new Error('MP3 encoder allows one call in flight'));
     return new Promise<Uint8Array>((resolve, reject) => {
       this.pending = { resolve, reject };
@@ -154,7 +156,8 @@ class WorkerEncoderPool implements EncoderPool {
   private closed = false;
 
   constructor(readonly size: number) {
-    if (!Number.isInteger(size) || size < 1) throw new RangeError(`encoder pool size must be a positive integer, got ${size}`);
+    if (!Number.isInteger(size) || size < 1)
+      throw new RangeError(`encoder pool size must be a positive integer, got ${size}`);
     for (let i = 0; i < size; i++) this.slots.push(this.spawn());
   }
 
@@ -171,10 +174,12 @@ class WorkerEncoderPool implements EncoderPool {
 
   async terminateWorkers(): Promise<void> {
     const old = [...this.slots];
-    await Promise.all(old.map(async (s) => {
-      await s.worker.terminate();
-      await s.exited;
-    }));
+    await Promise.all(
+      old.map(async (s) => {
+        await s.worker.terminate();
+        await s.exited;
+      }),
+    );
   }
 
   async close(): Promise<void> {

@@ -8,4 +8,5 @@ export type EncoderRequest =
   | { op: 'abort'; id: number };
 
 /** Worker → main: the MP3 bytes produced by one `encode` or `finish`, or why it failed. */
-export type EncoderReply = { id: number; ok: true; mp3: Uint8Array } | { id: number; ok: false; error: string };
+export type EncoderReply =
+  { id: number; ok: true; mp3: Uint8Array } | { id: number; ok: false; error: string };

@@ -16,11 +16,13 @@ const port = parentPort;
 if (port === null) throw new Error('encoder.worker must run in a worker thread');
 
 // The project's lib (ES2023, no DOM) has no WebAssembly typings; Node has the global.
-const { WebAssembly: wasm } = globalThis as unknown as { WebAssembly: { compile(bytes: Uint8Array): Promise<object> } };
+const { WebAssembly: wasm } = globalThis as unknown as {
+  WebAssembly: { compile(bytes: Uint8Array): Promise<object> };
+};
 
 // Compile the wasm once per worker; every instance then only instantiates it (≈1 MB each).
-const wasmModule = readFile(createRequire(import.meta.url).resolve('wasm-media-encoders/wasm/mp3')).then((bytes) =>
-  wasm.compile(bytes),
+const wasmModule = readFile(createRequire(import.meta.url).resolve('wasm-media-encoders/wasm/mp3')).then(
+  (bytes) => wasm.compile(bytes),
 );
 
 const instances = new Map<number, Promise<Lame>>();

@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { bufferToPcm, CANONICAL_RATE, concatPcm, floatToPcm, monoToStereo, pcmToBuffer, pcmToFloat, silence } from './pcm.js';
+import {
+  bufferToPcm,
+  CANONICAL_RATE,
+  concatPcm,
+  floatToPcm,
+  monoToStereo,
+  pcmToBuffer,
+  pcmToFloat,
+  silence,
+} from './pcm.js';
 
 describe('pcm', () => {
   it('silence has exactly round(seconds × 44100) zero samples', () => {
@@ -34,8 +43,14 @@ describe('pcm', () => {
   });
 
   it('converts floats with clipping and back', () => {
-    assert.deepEqual([...floatToPcm(Float32Array.from([0, 0.5, -1, 1.5, -2]))], [0, 16384, -32768, 32767, -32768]);
+    assert.deepEqual(
+      [...floatToPcm(Float32Array.from([0, 0.5, -1, 1.5, -2]))],
+      [0, 16384, -32768, 32767, -32768],
+    );
     assert.deepEqual([...pcmToFloat(Int16Array.from([16384, -32768]))], [0.5, -1]);
-    assert.deepEqual([...concatPcm([Int16Array.from([1]), new Int16Array(0), Int16Array.from([2, 3])])], [1, 2, 3]);
+    assert.deepEqual(
+      [...concatPcm([Int16Array.from([1]), new Int16Array(0), Int16Array.from([2, 3])])],
+      [1, 2, 3],
+    );
   });
 });

@@ -29,7 +29,8 @@ export function pcmToBuffer(pcm: Int16Array): Buffer {
  * start at an odd offset, and only then are the bytes copied (a typed array cannot be misaligned).
  */
 export function bufferToPcm(bytes: Uint8Array): Int16Array {
-  if (bytes.byteLength % 2 !== 0) throw new RangeError(`s16 PCM needs an even byte count, got ${bytes.byteLength}`);
+  if (bytes.byteLength % 2 !== 0)
+    throw new RangeError(`s16 PCM needs an even byte count, got ${bytes.byteLength}`);
   if (bytes.byteOffset % 2 === 0) return new Int16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2);
   // `new Uint8Array(view)` copies (Buffer#slice would not).
   return new Int16Array(new Uint8Array(bytes).buffer);

@@ -115,7 +115,14 @@ class SpeexResampler implements Resampler {
       m.HEAP16.set(input.subarray(offset, offset + n), this.inPtr >> 1);
       m.HEAPU32[this.lensPtr >> 2] = n;
       m.HEAPU32[(this.lensPtr >> 2) + 1] = this.outCap;
-      const err = m._speex_resampler_process_int(this.state, 0, this.inPtr, this.lensPtr, this.outPtr, this.lensPtr + 4);
+      const err = m._speex_resampler_process_int(
+        this.state,
+        0,
+        this.inPtr,
+        this.lensPtr,
+        this.outPtr,
+        this.lensPtr + 4,
+      );
       if (err !== 0) throw new Error(`speex_resampler_process_int failed (${err})`);
       const consumed = m.HEAPU32[this.lensPtr >> 2] ?? 0;
       const got = m.HEAPU32[(this.lensPtr >> 2) + 1] ?? 0;

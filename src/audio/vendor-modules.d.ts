@@ -36,11 +36,24 @@ declare module '@echogarden/speex-resampler-wasm' {
     HEAPU32: Uint32Array;
     _malloc(bytes: number): number;
     _free(ptr: number): void;
-    _speex_resampler_init(channels: number, inRate: number, outRate: number, quality: number, errPtr: number): number;
+    _speex_resampler_init(
+      channels: number,
+      inRate: number,
+      outRate: number,
+      quality: number,
+      errPtr: number,
+    ): number;
     _speex_resampler_destroy(state: number): void;
     _speex_resampler_skip_zeros(state: number): number;
     _speex_resampler_get_input_latency(state: number): number;
-    _speex_resampler_process_int(state: number, channel: number, inPtr: number, inLenPtr: number, outPtr: number, outLenPtr: number): number;
+    _speex_resampler_process_int(
+      state: number,
+      channel: number,
+      inPtr: number,
+      inLenPtr: number,
+      outPtr: number,
+      outLenPtr: number,
+    ): number;
   }
   const factory: (moduleArg?: object) => Promise<SpeexModule>;
   export default factory;

@@ -29,5 +29,8 @@ export function workerExecArgv(url: URL): string[] | undefined {
 /** Starts a plain worker thread running the module at `url`. */
 export function startModuleWorker(url: URL): Worker {
   if (!isTypeScript(url)) return new Worker(url);
-  return new Worker(`require(${JSON.stringify(fileURLToPath(url))});`, { eval: true, execArgv: workerExecArgv(url) });
+  return new Worker(`require(${JSON.stringify(fileURLToPath(url))});`, {
+    eval: true,
+    execArgv: workerExecArgv(url),
+  });
 }

@@ -28,7 +28,8 @@ async function withDatabase<T>(fn: (db: DatabaseHandle) => Promise<T>): Promise<
 
 function oneOf<T extends string>(allowed: readonly T[]) {
   return (value: string): T => {
-    if (!(allowed as readonly string[]).includes(value)) throw new InvalidArgumentError(`expected one of ${allowed.join(', ')}`);
+    if (!(allowed as readonly string[]).includes(value))
+      throw new InvalidArgumentError(`expected one of ${allowed.join(', ')}`);
     return value as T;
   };
 }
@@ -50,7 +51,8 @@ accounts
   .description('list accounts')
   .action(async () =>
     withDatabase(async ({ db }) => {
-      for (const a of await new AccountService(db).listAccounts()) console.log(`${a.id}\t${a.name}\t${a.createdAt.toISOString()}`);
+      for (const a of await new AccountService(db).listAccounts())
+        console.log(`${a.id}\t${a.name}\t${a.createdAt.toISOString()}`);
     }),
   );
 
@@ -75,7 +77,9 @@ keys
       const service = new AccountService(db);
       const { id } = await service.resolveAccount(account);
       for (const k of await service.listKeys(id)) {
-        console.log(`${k.id}\t${k.prefix}…\t${k.createdAt.toISOString()}\t${k.revokedAt ? `revoked ${k.revokedAt.toISOString()}` : 'active'}`);
+        console.log(
+          `${k.id}\t${k.prefix}…\t${k.createdAt.toISOString()}\t${k.revokedAt ? `revoked ${k.revokedAt.toISOString()}` : 'active'}`,
+        );
       }
     }),
   );
@@ -101,26 +105,42 @@ program
   .option('--espeak-voice <name>', 'espeak-ng voice (default: the language default)')
   .option('--lora', 'the voice has professional-cloning (LoRA) artifacts', false)
   .option('--status <status>', 'ready or creating', oneOf<VoiceStatus>(['ready', 'creating']), 'ready')
-  .action(async (account: string, opts: { name: string; version: VoiceVersion; language: string; description?: string; espeakVoice?: string; lora: boolean; status: VoiceStatus }) =>
-    withDatabase(async ({ db }) => {
-      const config = loadConfig();
-      const { id } = await new AccountService(db).resolveAccount(account);
-      const catalog = createEngineCatalog({
-        espeak: await listEspeakVoices(),
-        remoteEndpoints: Object.keys(config.remoteEngines),
-      });
-      const voices = new VoiceService(new VoiceStore(db), catalog, new FsBlobStore(join(config.dataDir, 'blobs')));
-      const voice = await voices.importVoice(id, {
-        name: opts.name,
-        version: opts.version,
-        language: opts.language,
-        description: opts.description,
-        engine: opts.espeakVoice ? { engine: 'espeak', voice: opts.espeakVoice } : undefined,
-        withLora: opts.lora,
-        status: opts.status,
-      });
-      console.log(JSON.stringify(voice, null, 2));
-    }),
+  .action(
+    async (
+      account: string,
+      opts: {
+        name: string;
+        version: VoiceVersion;
+        language: string;
+        description?: string;
+        espeakVoice?: string;
+        lora: boolean;
+        status: VoiceStatus;
+      },
+    ) =>
+      withDatabase(async ({ db }) => {
+        const config = loadConfig();
+        const { id } = await new AccountService(db).resolveAccount(account);
+        const catalog = createEngineCatalog({
+          espeak: await listEspeakVoices(),
+          remoteEndpoints: Object.keys(config.remoteEngines),
+        });
+        const voices = new VoiceService(
+          new VoiceStore(db),
+          catalog,
+          new FsBlobStore(join(config.dataDir, 'blobs')),
+        );
+        const voice = await voices.importVoice(id, {
+          name: opts.name,
+          version: opts.version,
+          language: opts.language,
+          description: opts.description,
+          engine: opts.espeakVoice ? { engine: 'espeak', voice: opts.espeakVoice } : undefined,
+          withLora: opts.lora,
+          status: opts.status,
+        });
+        console.log(JSON.stringify(voice, null, 2));
+      }),
   );
 
 program.parseAsync().catch((err: unknown) => {

@@ -7,8 +7,7 @@ import { z } from 'zod';
 
 const API_KEY_PATTERN = /^sk-[a-z0-9]{32}$/;
 
-const intFrom = (min: number, max: number) =>
-  z.coerce.number().int().min(min).max(max);
+const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 const remoteEndpointSchema = z.object({
   baseUrl: z.url(),
@@ -58,7 +57,13 @@ export interface AppConfig {
   generationConcurrency: number;
   synthesisThreads: number | undefined;
   encoderThreads: number | undefined;
-  limits: { textLength: number; contents: number; bodyBytes: number; uploadBytes: number; splitterName: number };
+  limits: {
+    textLength: number;
+    contents: number;
+    bodyBytes: number;
+    uploadBytes: number;
+    splitterName: number;
+  };
   remoteEngines: Record<string, RemoteEndpointConfig>;
 }
 
@@ -70,7 +75,10 @@ export class ConfigError extends Error {
   }
 }
 
-function parseRemoteEngines(raw: string | undefined, problems: string[]): Record<string, RemoteEndpointConfig> {
+function parseRemoteEngines(
+  raw: string | undefined,
+  problems: string[],
+): Record<string, RemoteEndpointConfig> {
   if (raw === undefined || raw.trim() === '') return {};
   let json: unknown;
   try {
@@ -81,7 +89,8 @@ function parseRemoteEngines(raw: string | undefined, problems: string[]): Record
   }
   const parsed = z.record(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/), remoteEndpointSchema).safeParse(json);
   if (!parsed.success) {
-    for (const issue of parsed.error.issues) problems.push(`REMOTE_ENGINES.${issue.path.join('.')}: ${issue.message}`);
+    for (const issue of parsed.error.issues)
+      problems.push(`REMOTE_ENGINES.${issue.path.join('.')}: ${issue.message}`);
     return {};
   }
   return parsed.data;
@@ -105,11 +114,18 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     host: e.HOST,
     port: e.PORT,
     dataDir: resolve(e.DATA_DIR),
-    publicUrl: (e.PUBLIC_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`).replace(/\/+$/, ''),
+    publicUrl: (e.PUBLIC_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`).replace(
+      /\/+$/,
+      '',
+    ),
     logLevel: e.LOG_LEVEL,
     bootstrapApiKey: e.BOOTSTRAP_API_KEY,
     databaseUrl: e.DATABASE_URL,
-    rateLimit: { max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_MS, streamMax: e.STREAM_RATE_LIMIT_MAX },
+    rateLimit: {
+      max: e.RATE_LIMIT_MAX,
+      windowMs: e.RATE_LIMIT_WINDOW_MS,
+      streamMax: e.STREAM_RATE_LIMIT_MAX,
+    },
     streamIdleReclaimMs: e.STREAM_IDLE_RECLAIM_MS,
     generationConcurrency: e.GENERATION_CONCURRENCY,
     synthesisThreads: e.SYNTHESIS_THREADS,

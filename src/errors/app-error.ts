@@ -56,7 +56,11 @@ export class AppError extends Error {
   readonly reportable: boolean;
   readonly headers: Readonly<Record<string, string>>;
 
-  constructor(code: ErrorCode, message: string, options?: { headers?: Record<string, string>; cause?: unknown }) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options?: { headers?: Record<string, string>; cause?: unknown },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'AppError';
     this.code = code;
@@ -79,9 +83,12 @@ export const errors = {
   invalidValue: (message: string) => new AppError('VALIDATION_INVALID_VALUE', message),
   conflict: (message: string) => new AppError('VALIDATION_CONFLICT', message),
   unauthorized: (message = 'missing or unknown credential') => new AppError('AUTH_UNAUTHORIZED', message),
-  forbidden: (message = 'credential is not valid for this resource') => new AppError('AUTH_FORBIDDEN', message),
-  notFound: (code: 'GENERATE_NOT_FOUND' | 'VOICE_NOT_FOUND' | 'SPLITTER_NOT_FOUND' | 'RESOURCE_NOT_FOUND', what: string) =>
-    new AppError(code, `${what} not found`),
+  forbidden: (message = 'credential is not valid for this resource') =>
+    new AppError('AUTH_FORBIDDEN', message),
+  notFound: (
+    code: 'GENERATE_NOT_FOUND' | 'VOICE_NOT_FOUND' | 'SPLITTER_NOT_FOUND' | 'RESOURCE_NOT_FOUND',
+    what: string,
+  ) => new AppError(code, `${what} not found`),
   internal: (message = 'internal error', cause?: unknown) =>
     new AppError('SYSTEM_INTERNAL_ERROR', message, { cause }),
 };

@@ -6,11 +6,20 @@ import type { z } from 'zod';
 import { AppError, type ErrorCode } from './app-error.js';
 
 function fieldName(path: readonly PropertyKey[]): string {
-  return path.length === 0 ? 'body' : path.map((p) => (typeof p === 'number' ? `[${p}]` : String(p))).join('.').replace(/\.\[/g, '[');
+  return path.length === 0
+    ? 'body'
+    : path
+        .map((p) => (typeof p === 'number' ? `[${p}]` : String(p)))
+        .join('.')
+        .replace(/\.\[/g, '[');
 }
 
 /** Parses `input` with `schema`; on failure throws the VALIDATION_* (or `codeOverride`) error of the first issue. */
-export function parseInput<S extends z.ZodType>(schema: S, input: unknown, codeOverride?: ErrorCode): z.output<S> {
+export function parseInput<S extends z.ZodType>(
+  schema: S,
+  input: unknown,
+  codeOverride?: ErrorCode,
+): z.output<S> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
   const issue = result.error.issues[0];
@@ -20,7 +29,10 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, codeO
     throw new AppError(codeOverride ?? 'VALIDATION_MISSING_FIELD', `${field} is required`);
   }
   if (issue.code === 'too_big' && issue.origin === 'string') {
-    throw new AppError(codeOverride ?? 'VALIDATION_TOO_LONG', `${field} must be at most ${String(issue.maximum)} characters`);
+    throw new AppError(
+      codeOverride ?? 'VALIDATION_TOO_LONG',
+      `${field} must be at most ${String(issue.maximum)} characters`,
+    );
   }
   throw new AppError(codeOverride ?? 'VALIDATION_INVALID_VALUE', `${field}: ${issue.message}`);
 }

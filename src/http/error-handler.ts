@@ -23,7 +23,10 @@ export function toAppError(err: unknown): AppError {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new AppError('VALIDATION_INVALID_FORMAT', 'unsupported Content-Type');
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new AppError('VALIDATION_INVALID_FORMAT', 'request body is empty but Content-Type is application/json');
+      return new AppError(
+        'VALIDATION_INVALID_FORMAT',
+        'request body is empty but Content-Type is application/json',
+      );
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new AppError('VALIDATION_INVALID_FORMAT', 'request body is not valid JSON');
     case 'FST_ERR_VALIDATION':
@@ -55,7 +58,8 @@ export function errorBody(err: AppError, requestId: string): ErrorBody {
 export function handleError(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
   const appError = toAppError(err);
   if (appError.code === 'SYSTEM_INTERNAL_ERROR') request.log.error({ err }, 'unhandled error');
-  else if (appError.status >= 500) request.log.error({ err: appError, cause: appError.cause }, appError.message);
+  else if (appError.status >= 500)
+    request.log.error({ err: appError, cause: appError.cause }, appError.message);
   if (reply.sent || reply.raw.headersSent) {
     // Bytes already flowed (spec 4.1 rule 4): cut the connection instead of appending a JSON body.
     reply.raw.destroy();

@@ -33,7 +33,8 @@ export async function sendBlob(
     .header('Last-Modified', info.modifiedAt.toUTCString())
     .header('Cache-Control', 'private, max-age=86400');
   const window = bodyWindow(plan);
-  if (request.method === 'HEAD' || window === null || window.endExclusive === window.start) return reply.send();
+  if (request.method === 'HEAD' || window === null || window.endExclusive === window.start)
+    return reply.send();
   const body = blobs.read(key, { start: window.start, end: (window.endExclusive ?? info.size) - 1 });
   // Stop reading when the client goes away.
   reply.raw.once('close', () => body.destroy());

@@ -17,7 +17,10 @@ export function redactUrl(url: string): string {
   return url.replace(/([?&]auth=)[^&#]*/gi, '$1[redacted]');
 }
 
-export function createHttpServer(config: AppConfig, logger?: FastifyServerOptions['logger']): FastifyInstance {
+export function createHttpServer(
+  config: AppConfig,
+  logger?: FastifyServerOptions['logger'],
+): FastifyInstance {
   const app = Fastify({
     logger: logger ?? {
       level: config.logLevel,
@@ -42,7 +45,10 @@ export function createHttpServer(config: AppConfig, logger?: FastifyServerOption
   });
   app.setErrorHandler(handleError);
   app.setNotFoundHandler(async (request) => {
-    throw new AppError('RESOURCE_NOT_FOUND', `no route for ${request.method} ${redactUrl(request.url.split('?')[0] ?? '')}`);
+    throw new AppError(
+      'RESOURCE_NOT_FOUND',
+      `no route for ${request.method} ${redactUrl(request.url.split('?')[0] ?? '')}`,
+    );
   });
   return app;
 }

@@ -343,7 +343,10 @@ void describe('splitText', () => {
     const want: Row[] = [];
     for (let k = 0; k < turns; k++) {
       const rate = k === 0 ? 1 : 0.8;
-      want.push(['Hi there.', { voiceId: 'a', speechRate: rate }, '<A>'], ['Hello!', { voiceId: 'b', speechRate: rate }, '<B>']);
+      want.push(
+        ['Hi there.', { voiceId: 'a', speechRate: rate }, '<A>'],
+        ['Hello!', { voiceId: 'b', speechRate: rate }, '<B>'],
+      );
     }
     want.push([dialogue.slice(turns * unit.length + '<A>'.length), { voiceId: 'a', speechRate: 0.8 }, '<A>']);
     assert.equal(want.length, 667);

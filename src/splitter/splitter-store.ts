@@ -24,7 +24,11 @@ export class SplitterStore {
     limit: number,
     offset: number,
   ): Promise<{ rows: SplitterRow[]; total: number }> {
-    return fetchPage(this.db.selectFrom('splitters').selectAll().where('account_id', '=', accountId), limit, offset);
+    return fetchPage(
+      this.db.selectFrom('splitters').selectAll().where('account_id', '=', accountId),
+      limit,
+      offset,
+    );
   }
 
   /** Replaces name and config only if the row still holds `expectedConfig` (optimistic concurrency). */

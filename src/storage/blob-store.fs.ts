@@ -45,7 +45,11 @@ export class FsBlobStore implements BlobStore {
     try {
       const s = await stat(this.localPath(key));
       if (!s.isFile()) return undefined;
-      return { size: s.size, modifiedAt: s.mtime, etag: `"${s.size.toString(16)}-${Math.floor(s.mtimeMs).toString(16)}-${s.ino.toString(16)}"` };
+      return {
+        size: s.size,
+        modifiedAt: s.mtime,
+        etag: `"${s.size.toString(16)}-${Math.floor(s.mtimeMs).toString(16)}-${s.ino.toString(16)}"`,
+      };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;

@@ -49,7 +49,10 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     await mkdir(dir, { recursive: true });
     // A template only seeds a new database; an existing one is opened as it is.
     const isNew = !existsSync(join(dir, 'PG_VERSION'));
-    pglite = await PGlite.create(dir, isNew && options.pgliteTemplate ? { loadDataDir: options.pgliteTemplate } : {});
+    pglite = await PGlite.create(
+      dir,
+      isNew && options.pgliteTemplate ? { loadDataDir: options.pgliteTemplate } : {},
+    );
     dialect = new PGliteDialect(pglite);
     kind = 'pglite';
   }

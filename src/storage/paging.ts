@@ -16,6 +16,10 @@ export async function fetchPage<DB, TB extends keyof DB, O>(
     .limit(limit)
     .offset(offset)
     .execute();
-  const [count] = await query.clearSelect().select(sql<string>`count(*)`.as('n')).$castTo<{ n: string }>().execute();
+  const [count] = await query
+    .clearSelect()
+    .select(sql<string>`count(*)`.as('n'))
+    .$castTo<{ n: string }>()
+    .execute();
   return { rows, total: Number(count?.n ?? 0) };
 }

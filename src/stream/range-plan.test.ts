@@ -167,7 +167,12 @@ const rows: Row[] = [
     { method: 'HEAD', rangeHeader: 'bytes=5000-' },
     unsatisfiable(1000),
   ],
-  ['F HEAD If-Range mismatch', F, { method: 'HEAD', rangeHeader: 'bytes=0-9', ifRangeHeader: '"x"' }, full(1000)],
+  [
+    'F HEAD If-Range mismatch',
+    F,
+    { method: 'HEAD', rangeHeader: 'bytes=0-9', ifRangeHeader: '"x"' },
+    full(1000),
+  ],
   ...MALFORMED.map((h): Row => [`F malformed ${JSON.stringify(h)}`, F, { rangeHeader: h }, full(1000)]),
 
   // ---- finished and empty: every range is unsatisfiable
@@ -354,7 +359,10 @@ void describe('resolveRangePlan', () => {
     const r = new FakeResource();
     assert.deepEqual(await resolveRangePlan({ ...req, rangeHeader: 'bytes=0-' }, r), live);
     assert.deepEqual(await resolveRangePlan({ ...req, method: 'HEAD', rangeHeader: 'bytes=0-99' }, r), live);
-    assert.deepEqual(await resolveRangePlan({ ...req, method: 'HEAD', rangeHeader: 'bytes=5000-5999' }, r), live);
+    assert.deepEqual(
+      await resolveRangePlan({ ...req, method: 'HEAD', rangeHeader: 'bytes=5000-5999' }, r),
+      live,
+    );
     assert.equal(r.waits, 0);
   });
 });

@@ -13,7 +13,10 @@ const CONTENT_INDEX = /^(?:0|[1-9][0-9]{0,8})$/;
 export function parseSessionId(value: unknown): string {
   if (value === undefined) return '';
   if (typeof value !== 'string' || !SESSION_ID.test(value)) {
-    throw new AppError('VALIDATION_INVALID_VALUE', 'i must be given once, as at most 64 characters of A-Z, a-z, 0-9, _ and -');
+    throw new AppError(
+      'VALIDATION_INVALID_VALUE',
+      'i must be given once, as at most 64 characters of A-Z, a-z, 0-9, _ and -',
+    );
   }
   return value;
 }

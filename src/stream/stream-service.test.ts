@@ -21,7 +21,12 @@ import { PieceAudioStore, type PieceState } from '../tasks/piece-audio.js';
 import type { StreamTaskLookup, StreamTaskView } from '../tasks/stream-view.js';
 import { InProcessTaskEvents } from '../tasks/task-events.js';
 import { pcmChunks } from '../audio/pcm-stream.js';
-import { createStreamService, type StreamRequest, type StreamResponse, type StreamService } from './stream-service.js';
+import {
+  createStreamService,
+  type StreamRequest,
+  type StreamResponse,
+  type StreamService,
+} from './stream-service.js';
 
 const pool = createEncoderPool({ size: 1 });
 after(() => pool.close());
@@ -29,7 +34,8 @@ after(() => pool.close());
 /** A sine tone of `seconds` at `hz`, canonical PCM. */
 function sine(seconds: number, hz: number): Int16Array {
   const pcm = new Int16Array(Math.round(seconds * CANONICAL_RATE));
-  for (let n = 0; n < pcm.length; n++) pcm[n] = Math.round(8000 * Math.sin((2 * Math.PI * hz * n) / CANONICAL_RATE));
+  for (let n = 0; n < pcm.length; n++)
+    pcm[n] = Math.round(8000 * Math.sin((2 * Math.PI * hz * n) / CANONICAL_RATE));
   return pcm;
 }
 
@@ -70,8 +76,10 @@ class Fixture {
   service!: StreamService;
 
   constructor(readonly dir: string) {
-    this.store = new PieceAudioStore(join(dir, 'work'), this.events, async (taskId, idx) =>
-      this.states.get(`${taskId}/${String(idx)}`) ?? 'waiting',
+    this.store = new PieceAudioStore(
+      join(dir, 'work'),
+      this.events,
+      async (taskId, idx) => this.states.get(`${taskId}/${String(idx)}`) ?? 'waiting',
     );
     this.tasks = {
       streamView: async (id) => {
@@ -94,20 +102,35 @@ class Fixture {
     return this.service;
   }
 
-  addTask(id: string, intervals: readonly number[], status: StreamTaskView['status'] = 'processing'): StreamTaskView {
+  addTask(
+    id: string,
+    intervals: readonly number[],
+    status: StreamTaskView['status'] = 'processing',
+  ): StreamTaskView {
     const view: StreamTaskView = {
       id,
       status,
       authToken: `token-${id}`,
       audioUrl: null,
-      pieces: intervals.map((interval, idx) => ({ idx, interval, status: 'pending', audioUrl: null, instructMode: false })),
+      pieces: intervals.map((interval, idx) => ({
+        idx,
+        interval,
+        status: 'pending',
+        audioUrl: null,
+        instructMode: false,
+      })),
     };
     this.views.set(id, view);
     return view;
   }
 
   /** Writes piece `idx` in chunks of `chunk` samples, `delayMs` apart; `failAfter` chunks then fails. */
-  async generatePiece(taskId: string, idx: number, pcm: Int16Array, opts: { chunk?: number; delayMs?: number; failAfter?: number } = {}): Promise<void> {
+  async generatePiece(
+    taskId: string,
+    idx: number,
+    pcm: Int16Array,
+    opts: { chunk?: number; delayMs?: number; failAfter?: number } = {},
+  ): Promise<void> {
     const chunk = opts.chunk ?? 8191;
     const writer = await this.store.startPiece(taskId, idx);
     let n = 0;
@@ -125,16 +148,29 @@ class Fixture {
     this.store.pieceRecorded(taskId, idx);
   }
 
-  async generate(taskId: string, pieces: readonly Int16Array[], opts: { chunk?: number; delayMs?: number } = {}): Promise<void> {
+  async generate(
+    taskId: string,
+    pieces: readonly Int16Array[],
+    opts: { chunk?: number; delayMs?: number } = {},
+  ): Promise<void> {
     for (const [idx, pcm] of pieces.entries()) await this.generatePiece(taskId, idx, pcm, opts);
   }
 
-  request(taskId: string, extra: Partial<StreamRequest> & { auth?: string | null; i?: string } = {}): Promise<StreamResponse> {
+  request(
+    taskId: string,
+    extra: Partial<StreamRequest> & { auth?: string | null; i?: string } = {},
+  ): Promise<StreamResponse> {
     const { auth, i, ...rest } = extra;
     const query: Record<string, unknown> = { ...(rest.query ?? {}) };
     if (auth !== null) query.auth = auth ?? `token-${taskId}`;
     if (i !== undefined) query.i = i;
-    return this.service.stream({ method: 'GET', taskId, signal: new AbortController().signal, ...rest, query });
+    return this.service.stream({
+      method: 'GET',
+      taskId,
+      signal: new AbortController().signal,
+      ...rest,
+      query,
+    });
   }
 }
 
@@ -285,7 +321,11 @@ describe('stream sessions', () => {
     assert.equal(again.headers.ETag, first.headers.ETag, 'not reclaimed while a reader is attached');
     await collect(reader);
     await sleep(100);
-    assert.equal((await fx.request('t5', { method: 'HEAD' })).headers.ETag, first.headers.ETag, 'window restarted on detach');
+    assert.equal(
+      (await fx.request('t5', { method: 'HEAD' })).headers.ETag,
+      first.headers.ETag,
+      'window restarted on detach',
+    );
     await sleep(400);
     assert.notEqual((await fx.request('t5', { method: 'HEAD' })).headers.ETag, first.headers.ETag);
     assert.equal(fx.service.pipelineRuns(), 2);
@@ -313,7 +353,10 @@ describe('stream sessions', () => {
     const whole = await collect(body(second));
     await retry;
     assert.equal(fx.service.pipelineRuns(), 2);
-    assert.equal(sha(whole), sha(await expectedMp3([sine(1, 440), sine(1, 550), sine(1, 660)], [0.5, 0.5, 0])));
+    assert.equal(
+      sha(whole),
+      sha(await expectedMp3([sine(1, 440), sine(1, 550), sine(1, 660)], [0.5, 0.5, 0])),
+    );
   });
 
   test('a failure before any byte of a response is thrown (becomes a JSON error)', async () => {
@@ -335,7 +378,10 @@ describe('stream sessions', () => {
     await assertAppError(fx.request('t8', { i: 'a b' }), 'VALIDATION_INVALID_VALUE');
     await assertAppError(fx.request('t8', { i: 'x'.repeat(65) }), 'VALIDATION_INVALID_VALUE');
     await assertAppError(fx.request('t8', { query: { i: ['a', 'b'] } }), 'VALIDATION_INVALID_VALUE');
-    await assertAppError(fx.request('t8', { query: { 'response-content-disposition': 'attachment; filename="a\nb"' } }), 'VALIDATION_INVALID_VALUE');
+    await assertAppError(
+      fx.request('t8', { query: { 'response-content-disposition': 'attachment; filename="a\nb"' } }),
+      'VALIDATION_INVALID_VALUE',
+    );
     await assertAppError(fx.request('t8', { contentIndex: '2' }), 'RESOURCE_NOT_FOUND');
     await assertAppError(fx.request('t8', { contentIndex: '01' }), 'RESOURCE_NOT_FOUND');
     assert.equal(fx.service.pipelineRuns(), 0, 'no pipeline for rejected requests');
@@ -350,8 +396,15 @@ describe('stream sessions', () => {
     const pieceView = view.pieces[1];
     assert.ok(pieceView);
     pieceView.audioUrl = 'http://test/blobs/t8-1.mp3';
-    assert.deepEqual(await fx.request('t8'), { status: 302, headers: { Location: 'http://test/blobs/t8.mp3' }, body: null });
-    assert.equal((await fx.request('t8', { contentIndex: '1' })).headers.Location, 'http://test/blobs/t8-1.mp3');
+    assert.deepEqual(await fx.request('t8'), {
+      status: 302,
+      headers: { Location: 'http://test/blobs/t8.mp3' },
+      body: null,
+    });
+    assert.equal(
+      (await fx.request('t8', { contentIndex: '1' })).headers.Location,
+      'http://test/blobs/t8-1.mp3',
+    );
     assert.equal(
       (await fx.service.pseudoStream('t8', '1', { auth: 'token-t8' })).headers.Location,
       'http://test/blobs/t8-1.mp3',
@@ -417,9 +470,15 @@ describe('stream sessions', () => {
     assert.ok(fastLength > 2_000_000, `fast reader got ${String(fastLength)} bytes`);
     // The fast reader reached the end while the slow one is still near the start: it was not held back.
     assert.ok(slowRead < fastLength / 10, `slow reader read ${String(slowRead)} bytes`);
-    assert.ok(slowRead > 0 && slow.readableLength <= 128 * 1024, `slow reader buffers ${String(slow.readableLength)} bytes`);
+    assert.ok(
+      slowRead > 0 && slow.readableLength <= 128 * 1024,
+      `slow reader buffers ${String(slow.readableLength)} bytes`,
+    );
     const growth = after.heapUsed + after.arrayBuffers - (before.heapUsed + before.arrayBuffers);
-    assert.ok(growth < 1024 * 1024, `memory grew by ${String(growth)} bytes (heap ${String(after.heapUsed - before.heapUsed)}, buffers ${String(after.arrayBuffers - before.arrayBuffers)}) while 2.4 MB were read past the slow reader`);
+    assert.ok(
+      growth < 1024 * 1024,
+      `memory grew by ${String(growth)} bytes (heap ${String(after.heapUsed - before.heapUsed)}, buffers ${String(after.arrayBuffers - before.arrayBuffers)}) while 2.4 MB were read past the slow reader`,
+    );
     slow.destroy();
   });
 });

@@ -62,7 +62,11 @@ export interface StreamService {
   /** GET `…/{id}/stream`: the full stream.mp3 URL (with `auth`) after the same auth checks. */
   streamUrl(taskId: string, query: Readonly<Record<string, unknown>>): Promise<{ url: string }>;
   /** GET `…/{id}/{contentIndex}/pseudo/stream.mp3`: 302 to the piece's finished audio, else STREAM_NOT_READY. */
-  pseudoStream(taskId: string, contentIndex: string, query: Readonly<Record<string, unknown>>): Promise<StreamResponse>;
+  pseudoStream(
+    taskId: string,
+    contentIndex: string,
+    query: Readonly<Record<string, unknown>>,
+  ): Promise<StreamResponse>;
   /** Pipelines started since the service was created (one per session build). */
   pipelineRuns(): number;
   /** Destroys every session (pipelines aborted, cache files deleted, timers cleared). */
@@ -137,7 +141,8 @@ class DefaultStreamService implements StreamService {
   private piece(task: StreamTaskView, segment: string): StreamPieceView {
     const idx = parseContentIndex(segment);
     const piece = idx === null ? undefined : task.pieces.find((p) => p.idx === idx);
-    if (piece === undefined) throw new AppError('RESOURCE_NOT_FOUND', `task ${task.id} has no content ${segment}`);
+    if (piece === undefined)
+      throw new AppError('RESOURCE_NOT_FOUND', `task ${task.id} has no content ${segment}`);
     return piece;
   }
 

@@ -17,9 +17,17 @@ const contentItemSchema = z.object({
   voiceId: z.string().min(1).max(200),
   promptId: z.string().max(200).optional(),
   preset: z.enum(['creative', 'balance', 'stable']).optional(),
-  language: z.string().regex(/^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$/).optional(),
+  language: z
+    .string()
+    .regex(/^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$/)
+    .optional(),
   speechRate: z.number().min(0.5).max(2).default(1),
-  seed: z.number().int().min(0).max(2 ** 32 - 1).optional(),
+  seed: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 32 - 1)
+    .optional(),
   interval: z.number().min(0).max(10).default(0.5),
   // Hosted-API generation switches: accepted, type-checked, used by engines that know them.
   vivid: z.boolean().optional(),
@@ -62,13 +70,17 @@ function parseItem(raw: unknown, where: string, limits: GenerateLimits): PieceIn
   }
   const obj = raw as Record<string, unknown>;
   if (obj.type !== undefined && obj.type !== 'text') {
-    throw new AppError('TTS_CONTENTS_INVALID', `${where}.type must be "text" (got ${JSON.stringify(obj.type)})`);
+    throw new AppError(
+      'TTS_CONTENTS_INVALID',
+      `${where}.type must be "text" (got ${JSON.stringify(obj.type)})`,
+    );
   }
   if (obj.text === undefined) throw errors.missingField(`${where}.text`);
   if (typeof obj.text === 'string' && obj.text.trim() === '') {
     throw new AppError('TTS_TEXT_EMPTY', `${where}.text is empty`);
   }
-  if (typeof obj.text === 'string' && obj.text.length > limits.textLength) throw errors.tooLong(`${where}.text`, limits.textLength);
+  if (typeof obj.text === 'string' && obj.text.length > limits.textLength)
+    throw errors.tooLong(`${where}.text`, limits.textLength);
   const item = parseInput(contentItemSchema, raw);
   const { type: _type, text, voiceId, ...params } = item;
   return { text: text.trim(), voiceId, params };
@@ -83,7 +95,11 @@ function parseSplitterText(body: Record<string, unknown>, limits: GenerateLimits
 }
 
 /** Splits `text` with `config` into content pieces, each with the marker that started it; explains an empty result. */
-function splitterPieces(text: string, config: SplitterConfig, limits: GenerateLimits): { piece: PieceInput; marker: string | null }[] {
+function splitterPieces(
+  text: string,
+  config: SplitterConfig,
+  limits: GenerateLimits,
+): { piece: PieceInput; marker: string | null }[] {
   const utterances = splitText(text, config);
   if (utterances.length === 0) {
     throw new AppError(
@@ -94,7 +110,10 @@ function splitterPieces(text: string, config: SplitterConfig, limits: GenerateLi
     );
   }
   if (utterances.length > limits.contents) {
-    throw new AppError('TTS_CONTENTS_INVALID', `the text splits into ${utterances.length} utterances; at most ${limits.contents} are allowed`);
+    throw new AppError(
+      'TTS_CONTENTS_INVALID',
+      `the text splits into ${utterances.length} utterances; at most ${limits.contents} are allowed`,
+    );
   }
   return utterances.map((u, i) => {
     if (typeof u.params.voiceId !== 'string') {
@@ -103,12 +122,19 @@ function splitterPieces(text: string, config: SplitterConfig, limits: GenerateLi
         `utterance ${i} (${JSON.stringify(u.text.slice(0, 40))}, marker ${JSON.stringify(u.marker)}) has no voiceId: give its marker a voiceId or add fallbackConfig`,
       );
     }
-    return { piece: parseItem({ ...u.params, type: 'text', text: u.text }, `utterances[${i}]`, limits), marker: u.marker };
+    return {
+      piece: parseItem({ ...u.params, type: 'text', text: u.text }, `utterances[${i}]`, limits),
+      marker: u.marker,
+    };
   });
 }
 
 /** Splits `text` with `config` into content pieces; explains an empty result. */
-export function piecesFromSplitter(text: string, config: SplitterConfig, limits: GenerateLimits): PieceInput[] {
+export function piecesFromSplitter(
+  text: string,
+  config: SplitterConfig,
+  limits: GenerateLimits,
+): PieceInput[] {
   return splitterPieces(text, config, limits).map(({ piece }) => piece);
 }
 
@@ -122,12 +148,16 @@ function requestObject(body: unknown): Record<string, unknown> {
 /** Which request shape the body uses; mixing shapes → VALIDATION_CONFLICT. */
 function requestShape(b: Record<string, unknown>): 'contents' | 'splitter' {
   const has = (k: string) => b[k] !== undefined && b[k] !== null;
-  if (has('splitter') && has('splitterId')) throw errors.conflict('splitter and splitterId are mutually exclusive');
+  if (has('splitter') && has('splitterId'))
+    throw errors.conflict('splitter and splitterId are mutually exclusive');
   if (has('contents') && (has('splitter') || has('splitterId'))) {
-    throw errors.conflict('contents cannot be combined with splitter or splitterId (splitter mode takes text)');
+    throw errors.conflict(
+      'contents cannot be combined with splitter or splitterId (splitter mode takes text)',
+    );
   }
   if (has('splitter') || has('splitterId')) return 'splitter';
-  if (has('text')) throw errors.conflict('text needs splitter or splitterId; use contents for plain generation');
+  if (has('text'))
+    throw errors.conflict('text needs splitter or splitterId; use contents for plain generation');
   return 'contents';
 }
 
@@ -142,7 +172,8 @@ async function splitterInput(
     const config = validateSplitterConfig(b.splitter);
     return { text, config, echo: { text, splitter: config } };
   }
-  if (typeof b.splitterId !== 'string' || b.splitterId === '') throw errors.invalidValue('splitterId must be a string');
+  if (typeof b.splitterId !== 'string' || b.splitterId === '')
+    throw errors.invalidValue('splitterId must be a string');
   return { text, config: await lookupSplitter(b.splitterId), echo: { text, splitterId: b.splitterId } };
 }
 
@@ -194,7 +225,10 @@ export async function parseGenerateRequest(
   if (!Array.isArray(b.contents)) throw new AppError('TTS_CONTENTS_INVALID', 'contents must be an array');
   if (b.contents.length === 0) throw new AppError('TTS_CONTENTS_INVALID', 'contents must not be empty');
   if (b.contents.length > limits.contents) {
-    throw new AppError('TTS_CONTENTS_INVALID', `contents has ${b.contents.length} items; at most ${limits.contents} are allowed`);
+    throw new AppError(
+      'TTS_CONTENTS_INVALID',
+      `contents has ${b.contents.length} items; at most ${limits.contents} are allowed`,
+    );
   }
   const pieces = b.contents.map((item, i) => parseItem(item, `contents[${i}]`, limits));
   return { type: 'contents', pieces, echo: {} };

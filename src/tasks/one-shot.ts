@@ -64,7 +64,14 @@ export interface OneShotDeps {
 /** Fields of the content item whose query-string values are numbers. */
 const NUMBER_FIELDS = new Set(['speechRate', 'seed', 'interval']);
 /** Fields of the content item whose query-string values are booleans ('true' / 'false'). */
-const BOOLEAN_FIELDS = new Set(['vivid', 'emo_switch', 'break_clone', 'flash', 'instruct_mode', 'reference_mode']);
+const BOOLEAN_FIELDS = new Set([
+  'vivid',
+  'emo_switch',
+  'break_clone',
+  'flash',
+  'instruct_mode',
+  'reference_mode',
+]);
 
 function flag(value: unknown, name: string): boolean {
   if (value === undefined || value === null) return false;
@@ -94,7 +101,10 @@ export function parseOneShotQuery(query: Record<string, unknown>): OneShotReques
     let value: unknown = raw;
     if (typeof raw === 'string') {
       if (NUMBER_FIELDS.has(key) && raw.trim() !== '' && Number.isFinite(Number(raw))) value = Number(raw);
-      else if ((BOOLEAN_FIELDS.has(key) || key === 'stream' || key === 'direct_stream') && (raw === 'true' || raw === 'false')) {
+      else if (
+        (BOOLEAN_FIELDS.has(key) || key === 'stream' || key === 'direct_stream') &&
+        (raw === 'true' || raw === 'false')
+      ) {
         value = raw === 'true';
       }
     }
@@ -108,7 +118,10 @@ export function parseOneShotQuery(query: Record<string, unknown>): OneShotReques
 /** Task creation speaks of `contents[0].text`; a one-shot caller sent just `text`. */
 function asOneShotError(err: unknown): unknown {
   if (!isAppError(err) || !err.message.startsWith('contents[0].')) return err;
-  return new AppError(err.code, err.message.slice('contents[0].'.length), { headers: { ...err.headers }, cause: err.cause });
+  return new AppError(err.code, err.message.slice('contents[0].'.length), {
+    headers: { ...err.headers },
+    cause: err.cause,
+  });
 }
 
 export class OneShotService {
@@ -126,7 +139,12 @@ export class OneShotService {
   }
 
   /** JSON form: waits until the task's audio is stored; TTS_GENERATE_FAILED with the task's error if it fails. */
-  async result(accountId: string, task: TaskDetailView, withStream: boolean, signal: AbortSignal): Promise<OneShotResult> {
+  async result(
+    accountId: string,
+    task: TaskDetailView,
+    withStream: boolean,
+    signal: AbortSignal,
+  ): Promise<OneShotResult> {
     const done = await this.waitFinished(accountId, task.id, signal);
     const audio = done.metadata.audio;
     if (done.status !== 'generated' || audio === undefined) throw this.failure(done);
@@ -175,7 +193,11 @@ export class OneShotService {
   }
 
   /** Resolves with the task once it is failed, or generated with its audio stored. */
-  private async waitFinished(accountId: string, taskId: string, signal: AbortSignal): Promise<TaskDetailView> {
+  private async waitFinished(
+    accountId: string,
+    taskId: string,
+    signal: AbortSignal,
+  ): Promise<TaskDetailView> {
     for (;;) {
       signal.throwIfAborted();
       // Subscribe before reading, so a change in between is not missed (TaskEvents contract).
@@ -202,7 +224,12 @@ export class OneShotService {
   }
 
   /** A failure before the first byte: reported with the task's own error when generation failed. */
-  private async explain(accountId: string, taskId: string, err: unknown, signal: AbortSignal): Promise<unknown> {
+  private async explain(
+    accountId: string,
+    taskId: string,
+    err: unknown,
+    signal: AbortSignal,
+  ): Promise<unknown> {
     if (signal.aborted || !isAppError(err) || err.code !== 'TTS_GENERATE_FAILED') return err;
     const task = await this.deps.tasks.get(accountId, taskId).catch(() => undefined);
     return task?.status === 'failed' ? this.failure(task) : err;
@@ -210,7 +237,10 @@ export class OneShotService {
 }
 
 /** `body` whose return() also closes `inner` (a generator suspended before its first next() would not). */
-function withReturn(body: AsyncIterable<Uint8Array>, inner: AsyncIterator<Uint8Array>): AsyncIterable<Uint8Array> {
+function withReturn(
+  body: AsyncIterable<Uint8Array>,
+  inner: AsyncIterator<Uint8Array>,
+): AsyncIterable<Uint8Array> {
   return {
     [Symbol.asyncIterator]() {
       const it = body[Symbol.asyncIterator]();

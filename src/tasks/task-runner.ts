@@ -47,7 +47,8 @@ export class TaskRunner {
   /** Recovers interrupted tasks, then starts working through the queue. */
   async start(): Promise<void> {
     const { requeued, failed } = await this.deps.store.recoverInterrupted(MAX_ATTEMPTS);
-    if (requeued + failed > 0) this.deps.log.warn({ requeued, failed }, 'recovered interrupted generation tasks');
+    if (requeued + failed > 0)
+      this.deps.log.warn({ requeued, failed }, 'recovered interrupted generation tasks');
     this.wake();
   }
 
@@ -128,7 +129,9 @@ export class TaskRunner {
       if (signal.aborted && this.stopped) return; // left processing: resumed on next start
       const message = isAppError(err) ? err.message : 'internal error during generation';
       log.error({ err, taskId: task.id, piece: current }, 'generation failed');
-      await store.markFailed(task.id, message, current).catch((e: unknown) => log.error({ err: e }, 'could not mark task failed'));
+      await store
+        .markFailed(task.id, message, current)
+        .catch((e: unknown) => log.error({ err: e }, 'could not mark task failed'));
       events.changed(task.id);
     }
   }
@@ -161,14 +164,22 @@ export class TaskRunner {
       throw err;
     }
     const key = `tasks/${task.id}/contents/${piece.idx}.mp3`;
-    const mp3 = encodePiece(pcmChunks(createReadStream(pieceAudio.path(task.id, piece.idx))), encoders.open(), signal);
+    const mp3 = encodePiece(
+      pcmChunks(createReadStream(pieceAudio.path(task.id, piece.idx))),
+      encoders.open(),
+      signal,
+    );
     await blobs.put(key, Readable.from(mp3), 'audio/mpeg');
     await store.pieceGenerated(task.id, piece.idx, samples, key);
     pieceAudio.pieceRecorded(task.id, piece.idx);
   }
 
   /** The merged finished audio: every piece and silence through one encoder, stored atomically. */
-  private async storeMergedAudio(task: TaskRow, pieces: TaskContentRow[], signal: AbortSignal): Promise<void> {
+  private async storeMergedAudio(
+    task: TaskRow,
+    pieces: TaskContentRow[],
+    signal: AbortSignal,
+  ): Promise<void> {
     const { pieceAudio, blobs, encoders, store } = this.deps;
     // Lazily: one piece file open at a time.
     const sources = function* (): Iterable<ContinuousPiece> {

@@ -10,7 +10,12 @@ import { parseInput } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import type { TaskContentRow, TaskRow, TaskStatus } from '../storage/schema.js';
 import type { VoiceService } from '../voices/voice-service.js';
-import { parseGenerateRequest, type GenerateLimits, type PieceParams, type SplitterLookup } from './generate-request.js';
+import {
+  parseGenerateRequest,
+  type GenerateLimits,
+  type PieceParams,
+  type SplitterLookup,
+} from './generate-request.js';
 import type { PieceAudioStore } from './piece-audio.js';
 import type { StreamTaskLookup, StreamTaskView } from './stream-view.js';
 import type { TaskStore } from './task-store.js';
@@ -120,7 +125,10 @@ export class TaskService implements StreamTaskLookup {
     return this.detailView(task, await this.store.pieces(id), query.stream === 'true');
   }
 
-  async list(accountId: string, query: Record<string, unknown>): Promise<{ items: TaskView[]; total: number }> {
+  async list(
+    accountId: string,
+    query: Record<string, unknown>,
+  ): Promise<{ items: TaskView[]; total: number }> {
     const q = parseInput(listQuerySchema, query);
     const { rows, total } = await this.store.list(accountId, q.limit, q.offset, q.status);
     const pieces = await this.store.piecesOf(rows.map((r) => r.id));
@@ -138,9 +146,13 @@ export class TaskService implements StreamTaskLookup {
   async delete(accountId: string, id: string): Promise<void> {
     const task = await this.requireOwn(accountId, id);
     if (task.status === 'pending' || task.status === 'processing') {
-      throw new AppError('GENERATE_DELETE_IN_PROGRESS', `task ${id} is ${task.status}; wait until it has finished`);
+      throw new AppError(
+        'GENERATE_DELETE_IN_PROGRESS',
+        `task ${id} is ${task.status}; wait until it has finished`,
+      );
     }
-    if (!(await this.store.deleteFinished(accountId, id))) throw errors.notFound('GENERATE_NOT_FOUND', `task ${id}`);
+    if (!(await this.store.deleteFinished(accountId, id)))
+      throw errors.notFound('GENERATE_NOT_FOUND', `task ${id}`);
     await this.blobs.deletePrefix(`tasks/${id}/`);
     await this.pieceAudio.deleteTask(id);
   }
@@ -177,7 +189,8 @@ export class TaskService implements StreamTaskLookup {
     const task = await this.store.get(taskId);
     if (!task) throw errors.notFound('GENERATE_NOT_FOUND', `task ${taskId}`);
     if (!tokensEqual(auth, task.auth_token)) throw errors.forbidden('auth does not match this task');
-    const key = idx === null ? task.audio_key : (await this.store.pieces(taskId)).find((p) => p.idx === idx)?.audio_key;
+    const key =
+      idx === null ? task.audio_key : (await this.store.pieces(taskId)).find((p) => p.idx === idx)?.audio_key;
     if (!key) throw new AppError('RESOURCE_NOT_FOUND', 'this audio is not stored (yet)');
     return key;
   }

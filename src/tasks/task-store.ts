@@ -1,7 +1,14 @@
 /** Database access for generation tasks and their pieces; the tasks table is the durable queue. */
 import { sql, type Insertable, type Kysely } from 'kysely';
 import { fetchPage } from '../storage/paging.js';
-import type { Database, PieceStatus, TaskContentRow, TaskContentsTable, TaskRow, TaskStatus } from '../storage/schema.js';
+import type {
+  Database,
+  PieceStatus,
+  TaskContentRow,
+  TaskContentsTable,
+  TaskRow,
+  TaskStatus,
+} from '../storage/schema.js';
 
 export interface NewTask {
   task: TaskRow;
@@ -23,12 +30,22 @@ export class TaskStore {
   }
 
   async pieces(taskId: string): Promise<TaskContentRow[]> {
-    return this.db.selectFrom('task_contents').selectAll().where('task_id', '=', taskId).orderBy('idx').execute();
+    return this.db
+      .selectFrom('task_contents')
+      .selectAll()
+      .where('task_id', '=', taskId)
+      .orderBy('idx')
+      .execute();
   }
 
   async piecesOf(taskIds: string[]): Promise<TaskContentRow[]> {
     if (taskIds.length === 0) return [];
-    return this.db.selectFrom('task_contents').selectAll().where('task_id', 'in', taskIds).orderBy('idx').execute();
+    return this.db
+      .selectFrom('task_contents')
+      .selectAll()
+      .where('task_id', 'in', taskIds)
+      .orderBy('idx')
+      .execute();
   }
 
   async list(
@@ -90,7 +107,12 @@ export class TaskStore {
   }
 
   async setPieceStatus(taskId: string, idx: number, status: PieceStatus): Promise<void> {
-    await this.db.updateTable('task_contents').set({ status }).where('task_id', '=', taskId).where('idx', '=', idx).execute();
+    await this.db
+      .updateTable('task_contents')
+      .set({ status })
+      .where('task_id', '=', taskId)
+      .where('idx', '=', idx)
+      .execute();
   }
 
   async pieceGenerated(taskId: string, idx: number, samples: number, audioKey: string): Promise<void> {
@@ -102,7 +124,10 @@ export class TaskStore {
       .execute();
   }
 
-  async pieceStatus(taskId: string, idx: number): Promise<{ piece: PieceStatus; task: TaskStatus } | undefined> {
+  async pieceStatus(
+    taskId: string,
+    idx: number,
+  ): Promise<{ piece: PieceStatus; task: TaskStatus } | undefined> {
     return this.db
       .selectFrom('task_contents')
       .innerJoin('tasks', 'tasks.id', 'task_contents.task_id')
@@ -115,18 +140,31 @@ export class TaskStore {
   async markGenerated(taskId: string, durationSeconds: number): Promise<void> {
     await this.db
       .updateTable('tasks')
-      .set({ status: 'generated', duration_seconds: durationSeconds, generated_at: new Date(), updated_at: new Date() })
+      .set({
+        status: 'generated',
+        duration_seconds: durationSeconds,
+        generated_at: new Date(),
+        updated_at: new Date(),
+      })
       .where('id', '=', taskId)
       .execute();
   }
 
   async setAudio(taskId: string, audioKey: string): Promise<void> {
-    await this.db.updateTable('tasks').set({ audio_key: audioKey, updated_at: new Date() }).where('id', '=', taskId).execute();
+    await this.db
+      .updateTable('tasks')
+      .set({ audio_key: audioKey, updated_at: new Date() })
+      .where('id', '=', taskId)
+      .execute();
   }
 
   async markFailed(taskId: string, error: string, failedPiece: number | undefined): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
-      await trx.updateTable('tasks').set({ status: 'failed', error, updated_at: new Date() }).where('id', '=', taskId).execute();
+      await trx
+        .updateTable('tasks')
+        .set({ status: 'failed', error, updated_at: new Date() })
+        .where('id', '=', taskId)
+        .execute();
       if (failedPiece !== undefined) {
         await trx
           .updateTable('task_contents')

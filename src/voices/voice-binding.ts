@@ -8,7 +8,10 @@ export const voiceBindingSchema = z.discriminatedUnion('engine', [
   z.object({
     engine: z.literal('espeak'),
     voice: z.string().regex(/^[A-Za-z0-9_/-]{1,32}$/, 'must be an espeak-ng voice name such as en-us'),
-    variant: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/, 'must be an espeak-ng variant such as f3').optional(),
+    variant: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,32}$/, 'must be an espeak-ng variant such as f3')
+      .optional(),
     pitch: z.number().int().min(0).max(99).optional(),
   }),
   z.object({

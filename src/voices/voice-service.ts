@@ -28,7 +28,9 @@ export interface Voice {
   updatedAt: string;
 }
 
-const languageSchema = z.string().regex(/^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$/, 'must be a language tag such as en or en-GB');
+const languageSchema = z
+  .string()
+  .regex(/^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$/, 'must be a language tag such as en or en-GB');
 
 const createVoiceSchema = z.object({
   name: z.string().trim().min(1).max(100),
@@ -80,12 +82,18 @@ export class VoiceService {
   /** Imports a voice of any version, with or without professional-cloning artifacts (operator CLI). */
   async importVoice(accountId: string, voice: VoiceImport): Promise<Voice> {
     if (!VOICE_VERSIONS.includes(voice.version)) {
-      throw new AppError('VOICE_MODEL_VERSION_INVALID', `version must be one of ${VOICE_VERSIONS.join(', ')}`);
+      throw new AppError(
+        'VOICE_MODEL_VERSION_INVALID',
+        `version must be one of ${VOICE_VERSIONS.join(', ')}`,
+      );
     }
     return this.insert(accountId, voice);
   }
 
-  private async insert(accountId: string, v: Partial<VoiceImport> & Pick<VoiceImport, 'name' | 'version'>): Promise<Voice> {
+  private async insert(
+    accountId: string,
+    v: Partial<VoiceImport> & Pick<VoiceImport, 'name' | 'version'>,
+  ): Promise<Voice> {
     const language = v.language ?? 'en';
     const engine = v.engine ?? this.engines.defaultBinding(language);
     this.engines.validateBinding(engine);
@@ -118,7 +126,10 @@ export class VoiceService {
     return parseBinding(row);
   }
 
-  async list(accountId: string, query: { limit?: unknown; offset?: unknown }): Promise<{ items: Voice[]; total: number }> {
+  async list(
+    accountId: string,
+    query: { limit?: unknown; offset?: unknown },
+  ): Promise<{ items: Voice[]; total: number }> {
     const { limit, offset } = parseInput(pageSchema, query);
     const { rows, total } = await this.store.list(accountId, limit, offset);
     return { items: rows.map(toVoice), total };
@@ -153,9 +164,13 @@ export class VoiceService {
   }
 
   private checkMigration(row: VoiceRow, target: MigrationTarget): void {
-    if (row.status === 'creating') throw new AppError('VOICE_CREATING', `voice ${row.id} is still being created`);
+    if (row.status === 'creating')
+      throw new AppError('VOICE_CREATING', `voice ${row.id} is still being created`);
     if (row.version === 'v4.0') {
-      throw new AppError('VOICE_MIGRATE_NOT_ALLOWED', `migration to ${target} is not allowed: cross model family (v4.0)`);
+      throw new AppError(
+        'VOICE_MIGRATE_NOT_ALLOWED',
+        `migration to ${target} is not allowed: cross model family (v4.0)`,
+      );
     }
     if (row.with_lora) {
       throw new AppError(

@@ -20,7 +20,11 @@ export class VoiceStore {
   }
 
   async list(accountId: string, limit: number, offset: number): Promise<{ rows: VoiceRow[]; total: number }> {
-    return fetchPage(this.db.selectFrom('voices').selectAll().where('account_id', '=', accountId), limit, offset);
+    return fetchPage(
+      this.db.selectFrom('voices').selectAll().where('account_id', '=', accountId),
+      limit,
+      offset,
+    );
   }
 
   async delete(accountId: string, id: string): Promise<boolean> {
@@ -46,7 +50,12 @@ export class VoiceStore {
    * Moves a ready, non-LoRA voice from one of `from` to `to` in one conditional UPDATE, so of many
    * concurrent calls exactly one succeeds. Returns whether this call changed the row.
    */
-  async migrateVersion(accountId: string, id: string, from: VoiceVersion[], to: VoiceVersion): Promise<boolean> {
+  async migrateVersion(
+    accountId: string,
+    id: string,
+    from: VoiceVersion[],
+    to: VoiceVersion,
+  ): Promise<boolean> {
     const result = await this.db
       .updateTable('voices')
       .set({ version: to, updated_at: new Date() })

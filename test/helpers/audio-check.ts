@@ -44,10 +44,14 @@ async function withFile<T>(bytes: Uint8Array, use: (path: string) => Promise<T>)
 export async function probeAudio(bytes: Uint8Array): Promise<AudioInfo> {
   return withFile(bytes, async (path) => {
     const { stdout } = await run('ffprobe', [
-      '-v', 'error',
-      '-select_streams', 'a:0',
-      '-show_entries', 'stream=codec_name,sample_rate,channels,bit_rate:format=duration',
-      '-of', 'json',
+      '-v',
+      'error',
+      '-select_streams',
+      'a:0',
+      '-show_entries',
+      'stream=codec_name,sample_rate,channels,bit_rate:format=duration',
+      '-of',
+      'json',
       path,
     ]);
     const info = JSON.parse(stdout) as {
@@ -69,7 +73,16 @@ export async function probeAudio(bytes: Uint8Array): Promise<AudioInfo> {
 /** Decodes the whole file with `ffmpeg -v error`; returns its complaints, '' when the stream is clean. */
 export async function ffmpegErrors(bytes: Uint8Array): Promise<string> {
   return withFile(bytes, async (path) => {
-    const { stdout, stderr } = await run('ffmpeg', ['-nostdin', '-v', 'error', '-i', path, '-f', 'null', '-']);
+    const { stdout, stderr } = await run('ffmpeg', [
+      '-nostdin',
+      '-v',
+      'error',
+      '-i',
+      path,
+      '-f',
+      'null',
+      '-',
+    ]);
     return `${stdout}${stderr}`.trim();
   });
 }
@@ -106,7 +119,8 @@ export function rmsDbfs(pcm: Int16Array, start = 0, end = pcm.length): number {
 /** dBFS of consecutive windows of `windowSamples` (the last, partial window is dropped). */
 export function rmsWindows(pcm: Int16Array, windowSamples: number): number[] {
   const out: number[] = [];
-  for (let i = 0; i + windowSamples <= pcm.length; i += windowSamples) out.push(rmsDbfs(pcm, i, i + windowSamples));
+  for (let i = 0; i + windowSamples <= pcm.length; i += windowSamples)
+    out.push(rmsDbfs(pcm, i, i + windowSamples));
   return out;
 }
 

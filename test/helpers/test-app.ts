@@ -58,17 +58,26 @@ function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (address && typeof address === 'object' ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        address && typeof address === 'object' ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
 
 /** Starts an app on a temporary DATA_DIR with one account; `env` overrides config variables. */
-export async function startTestApp(options: { env?: Record<string, string>; listen?: boolean; dataDir?: string } = {}): Promise<TestApp> {
+export async function startTestApp(
+  options: { env?: Record<string, string>; listen?: boolean; dataDir?: string } = {},
+): Promise<TestApp> {
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'voicegen-test-')));
   // A listening app needs its real port in PUBLIC_URL (the URLs it returns), so pick one first.
   const port = options.listen ? await freePort() : 0;
-  const config: AppConfig = loadConfig({ DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'silent', ...options.env });
+  const config: AppConfig = loadConfig({
+    DATA_DIR: dataDir,
+    PORT: String(port),
+    LOG_LEVEL: 'silent',
+    ...options.env,
+  });
   const app = await buildApp(config, { pgliteTemplate: await pgliteTemplate(), logger: false });
   let baseUrl = '';
   if (options.listen) {
@@ -102,7 +111,9 @@ export function bearer(key: string): { authorization: string } {
 /** Real MP3 for a fake upstream engine: the app's own espeak speech through its own encoder. */
 export async function speechMp3(app: App, text: string): Promise<Buffer> {
   const binding = { engine: 'espeak', voice: 'en-us' } as const;
-  const pcm = app.services.synthesis.engineFor(binding).synthesize({ text, voice: binding, speechRate: 1 }, new AbortController().signal);
+  const pcm = app.services.synthesis
+    .engineFor(binding)
+    .synthesize({ text, voice: binding, speechRate: 1 }, new AbortController().signal);
   const parts: Uint8Array[] = [];
   for await (const bytes of encodePiece(pcm, app.services.encoders.open())) parts.push(bytes);
   return Buffer.concat(parts);

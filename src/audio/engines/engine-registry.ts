@@ -34,7 +34,9 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
     let engine = remotes.get(name);
     if (engine === undefined) {
       // Own-property lookup only: a name like "constructor" must not reach Object.prototype.
-      const endpoint = Object.hasOwn(options.remoteEndpoints, name) ? options.remoteEndpoints[name] : undefined;
+      const endpoint = Object.hasOwn(options.remoteEndpoints, name)
+        ? options.remoteEndpoints[name]
+        : undefined;
       if (endpoint === undefined) throw errors.invalidValue(`unknown remote TTS endpoint "${name}"`);
       engine = createOpenAiEngine(name, endpoint);
       remotes.set(name, engine);
@@ -46,7 +48,9 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
     engineFor(binding) {
       switch (binding.engine) {
         case 'espeak':
-          espeak ??= createEspeakEngine(options.synthesisThreads === undefined ? {} : { threads: options.synthesisThreads });
+          espeak ??= createEspeakEngine(
+            options.synthesisThreads === undefined ? {} : { threads: options.synthesisThreads },
+          );
           return espeak;
         case 'remote':
           return remoteFor(binding.endpoint);

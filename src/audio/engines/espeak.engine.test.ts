@@ -14,7 +14,10 @@ const PARAGRAPH =
   'Each sentence is ready long before the listener needs it. The stream therefore never waits.';
 const WORDS = PARAGRAPH.split(/\s+/).length;
 
-async function speak(req: Partial<SynthesisRequest> & { text: string }, signal = new AbortController().signal): Promise<Int16Array[]> {
+async function speak(
+  req: Partial<SynthesisRequest> & { text: string },
+  signal = new AbortController().signal,
+): Promise<Int16Array[]> {
   const chunks: Int16Array[] = [];
   const full: SynthesisRequest = { voice: { engine: 'espeak', voice: 'en-us' }, speechRate: 1, ...req };
   for await (const pcm of engine.synthesize(full, signal)) chunks.push(pcm);
@@ -31,7 +34,10 @@ describe('espeak engine', () => {
     const seconds = pcm.length / 44100;
     // 175 wpm ≈ 2.9 words/s; allow espeak's pauses and pace a wide margin.
     const nominal = (WORDS / 175) * 60;
-    assert.ok(seconds > nominal * 0.6 && seconds < nominal * 1.8, `${seconds.toFixed(2)} s for ${WORDS} words`);
+    assert.ok(
+      seconds > nominal * 0.6 && seconds < nominal * 1.8,
+      `${seconds.toFixed(2)} s for ${WORDS} words`,
+    );
     assert.ok(rmsDbfs(pcm) > -30, `level ${rmsDbfs(pcm).toFixed(1)} dBFS`);
     for (const c of chunks) assert.ok(rmsDbfs(c) > -35, 'every sentence is audible');
   });
@@ -46,25 +52,44 @@ describe('espeak engine', () => {
 
   it('applies variant and pitch (different audio, same text)', async () => {
     const plain = concatPcm(await speak({ text: 'Hello there.' }));
-    const f3 = concatPcm(await speak({ text: 'Hello there.', voice: { engine: 'espeak', voice: 'en-us', variant: 'f3', pitch: 80 } }));
+    const f3 = concatPcm(
+      await speak({
+        text: 'Hello there.',
+        voice: { engine: 'espeak', voice: 'en-us', variant: 'f3', pitch: 80 },
+      }),
+    );
     assert.ok(rmsDbfs(f3) > -35);
     assert.notDeepEqual(f3, plain);
   });
 
   it('speaks other languages by code, including aliases espeak itself refuses', async () => {
     for (const voice of ['de', 'en-gb', 'zh', 'gmw/en-US']) {
-      const pcm = concatPcm(await speak({ text: voice === 'zh' ? '你好，世界。' : 'Eins zwei drei.', voice: { engine: 'espeak', voice } }));
+      const pcm = concatPcm(
+        await speak({
+          text: voice === 'zh' ? '你好，世界。' : 'Eins zwei drei.',
+          voice: { engine: 'espeak', voice },
+        }),
+      );
       assert.ok(rmsDbfs(pcm) > -35, `${voice} audible`);
     }
   });
 
   it('rejects unknown voices, variants, pitches and rates as VALIDATION_INVALID_VALUE', async () => {
     await assert.rejects(speak({ text: 'x', voice: { engine: 'espeak', voice: 'xx-nowhere' } }), isInvalid);
-    await assert.rejects(speak({ text: 'x', voice: { engine: 'espeak', voice: 'en-us', variant: 'nosuch' } }), isInvalid);
-    await assert.rejects(speak({ text: 'x', voice: { engine: 'espeak', voice: 'en-us', pitch: 100 } }), isInvalid);
+    await assert.rejects(
+      speak({ text: 'x', voice: { engine: 'espeak', voice: 'en-us', variant: 'nosuch' } }),
+      isInvalid,
+    );
+    await assert.rejects(
+      speak({ text: 'x', voice: { engine: 'espeak', voice: 'en-us', pitch: 100 } }),
+      isInvalid,
+    );
     await assert.rejects(speak({ text: 'x', speechRate: 3 }), isInvalid);
     await assert.rejects(validateEspeakBinding({ engine: 'espeak', voice: 'en-us+f3' }), isInvalid);
-    assert.equal(await validateEspeakBinding({ engine: 'espeak', voice: 'EN-US', variant: 'f3', pitch: 0 }), 'gmw/en-US+f3');
+    assert.equal(
+      await validateEspeakBinding({ engine: 'espeak', voice: 'EN-US', variant: 'f3', pitch: 0 }),
+      'gmw/en-US+f3',
+    );
   });
 
   it('lists voices and variants', async () => {
@@ -80,7 +105,10 @@ describe('espeak engine', () => {
     let got = 0;
     await assert.rejects(
       (async () => {
-        for await (const _ of engine.synthesize({ text: PARAGRAPH, voice: { engine: 'espeak', voice: 'en-us' }, speechRate: 1 }, ac.signal)) {
+        for await (const _ of engine.synthesize(
+          { text: PARAGRAPH, voice: { engine: 'espeak', voice: 'en-us' }, speechRate: 1 },
+          ac.signal,
+        )) {
           got++;
           ac.abort(reason);
         }

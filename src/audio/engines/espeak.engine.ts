@@ -77,7 +77,10 @@ function specFor(binding: EspeakBinding, catalogue: EspeakCatalogue): string {
   if (binding.variant !== undefined && !catalogue.variants.includes(binding.variant)) {
     throw errors.invalidValue(`unknown espeak variant "${binding.variant}"`);
   }
-  if (binding.pitch !== undefined && !(Number.isInteger(binding.pitch) && binding.pitch >= 0 && binding.pitch <= 99)) {
+  if (
+    binding.pitch !== undefined &&
+    !(Number.isInteger(binding.pitch) && binding.pitch >= 0 && binding.pitch <= 99)
+  ) {
     throw errors.invalidValue('espeak pitch must be an integer from 0 to 99');
   }
   return binding.variant === undefined ? voice : `${voice}+${binding.variant}`;
@@ -94,7 +97,8 @@ function resolveVoice(wanted: string, catalogue: EspeakCatalogue): string | unde
   let best: { id: string; priority: number } | undefined;
   for (const v of catalogue.voices) {
     for (const l of v.languages) {
-      if (l.code.toLowerCase() === w && (best === undefined || l.priority < best.priority)) best = { id: v.id, priority: l.priority };
+      if (l.code.toLowerCase() === w && (best === undefined || l.priority < best.priority))
+        best = { id: v.id, priority: l.priority };
     }
   }
   return best?.id;
@@ -113,12 +117,19 @@ class PooledEspeakEngine implements EspeakEngine {
   }
 
   async *synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {
-    if (req.voice.engine !== 'espeak') throw new Error(`espeak engine cannot speak a ${req.voice.engine} voice`);
+    if (req.voice.engine !== 'espeak')
+      throw new Error(`espeak engine cannot speak a ${req.voice.engine} voice`);
     if (!(req.speechRate >= SPEECH_RATE_RANGE.min && req.speechRate <= SPEECH_RATE_RANGE.max)) {
-      throw errors.invalidValue(`speechRate must be between ${SPEECH_RATE_RANGE.min} and ${SPEECH_RATE_RANGE.max}`);
+      throw errors.invalidValue(
+        `speechRate must be between ${SPEECH_RATE_RANGE.min} and ${SPEECH_RATE_RANGE.max}`,
+      );
     }
     const voice = specFor(req.voice, await loadCatalogue(this.pool));
-    const base = { voice, rate: Math.round(ESPEAK_BASE_WPM / req.speechRate), pitch: req.voice.pitch ?? ESPEAK_DEFAULT_PITCH };
+    const base = {
+      voice,
+      rate: Math.round(ESPEAK_BASE_WPM / req.speechRate),
+      pitch: req.voice.pitch ?? ESPEAK_DEFAULT_PITCH,
+    };
     const sentences = splitSentences(req.text, req.language ?? req.voice.voice);
 
     const start = (i: number): Promise<Int16Array> | undefined => {

@@ -40,7 +40,11 @@ before(async () => {
   const text = 'The remote engine streams this sentence back. It arrives as MP3, in pieces.';
   const chunks: Int16Array[] = [];
   const espeak = registry.engineFor({ engine: 'espeak', voice: 'en-us' });
-  for await (const c of espeak.synthesize({ text, voice: { engine: 'espeak', voice: 'en-us' }, speechRate: 1 }, new AbortController().signal)) chunks.push(c);
+  for await (const c of espeak.synthesize(
+    { text, voice: { engine: 'espeak', voice: 'en-us' }, speechRate: 1 },
+    new AbortController().signal,
+  ))
+    chunks.push(c);
   speech = concatPcm(chunks);
   const parts: Uint8Array[] = [];
   for await (const b of encodePiece([speech.slice()], pool.open())) parts.push(b);
@@ -55,7 +59,10 @@ after(async () => {
 
 const REMOTE = { engine: 'remote', endpoint: 'local', voice: 'alloy' } as const;
 
-async function speak(req: Partial<SynthesisRequest> = {}, signal = new AbortController().signal): Promise<Int16Array[]> {
+async function speak(
+  req: Partial<SynthesisRequest> = {},
+  signal = new AbortController().signal,
+): Promise<Int16Array[]> {
   const full: SynthesisRequest = { text: 'Hello.', voice: REMOTE, speechRate: 1, ...req };
   const chunks: Int16Array[] = [];
   for await (const c of registry.engineFor(full.voice).synthesize(full, signal)) chunks.push(c);
@@ -76,7 +83,24 @@ async function ffmpegMp3(pcm: Int16Array, rate: number): Promise<Buffer> {
   const dir = await mkdtemp(join(tmpdir(), 'openai-test-'));
   try {
     const file = join(dir, 'upstream.mp3');
-    const child = spawn('ffmpeg', ['-nostdin', '-v', 'error', '-f', 's16le', '-ar', '44100', '-ac', '1', '-i', '-', '-ar', String(rate), '-b:a', '64k', file]);
+    const child = spawn('ffmpeg', [
+      '-nostdin',
+      '-v',
+      'error',
+      '-f',
+      's16le',
+      '-ar',
+      '44100',
+      '-ac',
+      '1',
+      '-i',
+      '-',
+      '-ar',
+      String(rate),
+      '-b:a',
+      '64k',
+      file,
+    ]);
     const done = new Promise<number | null>((resolve) => child.on('close', resolve));
     child.stdin.end(pcmToBuffer(pcm));
     assert.equal(await done, 0);
@@ -86,8 +110,13 @@ async function ffmpegMp3(pcm: Int16Array, rate: number): Promise<Buffer> {
   }
 }
 
-const failedWith = (pattern: RegExp) => (err: unknown): boolean =>
-  isAppError(err) && err.code === 'TTS_GENERATE_FAILED' && pattern.test(err.message) && !err.message.includes('127.0.0.1');
+const failedWith =
+  (pattern: RegExp) =>
+  (err: unknown): boolean =>
+    isAppError(err) &&
+    err.code === 'TTS_GENERATE_FAILED' &&
+    pattern.test(err.message) &&
+    !err.message.includes('127.0.0.1');
 
 describe('remote OpenAI-compatible engine', () => {
   it('posts the OpenAI request and streams the decoded MP3 back as canonical PCM', async () => {
@@ -102,12 +131,21 @@ describe('remote OpenAI-compatible engine', () => {
       auth: 'Bearer sk-test',
       path: '/v1/audio/speech',
       method: 'POST',
-      body: { model: 'tts-test', input: 'Say it slowly.', voice: 'alloy', response_format: 'mp3', speed: 0.5 },
+      body: {
+        model: 'tts-test',
+        input: 'Say it slowly.',
+        voice: 'alloy',
+        response_format: 'mp3',
+        speed: 0.5,
+      },
     });
     assert.ok(chunks.length > 1, 'progressive');
     const pcm = concatPcm(chunks);
     // Untagged MP3 decodes with the encoder's delay and frame padding: at most 3 frames more.
-    assert.ok(pcm.length >= speech.length && pcm.length <= speech.length + 3 * 1152, `${pcm.length} vs ${speech.length}`);
+    assert.ok(
+      pcm.length >= speech.length && pcm.length <= speech.length + 3 * 1152,
+      `${pcm.length} vs ${speech.length}`,
+    );
     assert.ok(Math.abs(rmsDbfs(pcm) - rmsDbfs(speech)) < 1, 'same level');
   });
 
@@ -127,13 +165,15 @@ describe('remote OpenAI-compatible engine', () => {
   });
 
   it('fails with TTS_GENERATE_FAILED on an HTTP error, quoting the status but not the URL', async () => {
-    handler = (_req, _body, res) => res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"overloaded"}');
+    handler = (_req, _body, res) =>
+      res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"overloaded"}');
     await assert.rejects(speak(), failedWith(/"local".*HTTP 500.*overloaded/));
   });
 
   it('fails with TTS_GENERATE_FAILED when the endpoint is unreachable or sends no audio', async () => {
     await assert.rejects(speak({ voice: { ...REMOTE, endpoint: 'closed' } }), failedWith(/request failed/));
-    handler = (_req, _body, res) => res.writeHead(200, { 'content-type': 'audio/mpeg' }).end('{"not":"audio"}');
+    handler = (_req, _body, res) =>
+      res.writeHead(200, { 'content-type': 'audio/mpeg' }).end('{"not":"audio"}');
     await assert.rejects(speak(), failedWith(/no decodable audio|without any decodable audio|undecodable/));
   });
 
@@ -143,7 +183,10 @@ describe('remote OpenAI-compatible engine', () => {
     const reason = new Error('client left');
     await assert.rejects(
       (async () => {
-        for await (const _ of registry.engineFor(REMOTE).synthesize({ text: 'x', voice: REMOTE, speechRate: 1 }, ac.signal)) ac.abort(reason);
+        for await (const _ of registry
+          .engineFor(REMOTE)
+          .synthesize({ text: 'x', voice: REMOTE, speechRate: 1 }, ac.signal))
+          ac.abort(reason);
       })(),
       (err) => err === reason,
     );
@@ -155,7 +198,10 @@ describe('engine registry', () => {
 
   it('knows only operator-configured endpoint names', async () => {
     assert.throws(() => registry.engineFor({ engine: 'remote', endpoint: 'nope', voice: 'a' }), isInvalid);
-    assert.throws(() => registry.engineFor({ engine: 'remote', endpoint: 'constructor', voice: 'a' }), isInvalid);
+    assert.throws(
+      () => registry.engineFor({ engine: 'remote', endpoint: 'constructor', voice: 'a' }),
+      isInvalid,
+    );
     assert.equal(registry.engineFor(REMOTE), registry.engineFor(REMOTE));
     await registry.validateBinding(REMOTE);
     await assert.rejects(registry.validateBinding({ ...REMOTE, endpoint: 'http://evil.example' }), isInvalid);

@@ -37,15 +37,19 @@ async function* synthesizeRemote(
   req: SynthesisRequest,
   signal: AbortSignal,
 ): AsyncIterable<Int16Array> {
-  if (req.voice.engine !== 'remote') throw new Error(`remote engine cannot speak a ${req.voice.engine} voice`);
+  if (req.voice.engine !== 'remote')
+    throw new Error(`remote engine cannot speak a ${req.voice.engine} voice`);
   if (!(req.speechRate >= SPEECH_RATE_RANGE.min && req.speechRate <= SPEECH_RATE_RANGE.max)) {
-    throw errors.invalidValue(`speechRate must be between ${SPEECH_RATE_RANGE.min} and ${SPEECH_RATE_RANGE.max}`);
+    throw errors.invalidValue(
+      `speechRate must be between ${SPEECH_RATE_RANGE.min} and ${SPEECH_RATE_RANGE.max}`,
+    );
   }
   const failed = (what: string, cause?: unknown): AppError =>
     new AppError('TTS_GENERATE_FAILED', `remote TTS endpoint "${name}": ${what}`, { cause });
 
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'audio/mpeg' };
-  if (endpoint.apiKey !== undefined && endpoint.apiKey !== '') headers.authorization = `Bearer ${endpoint.apiKey}`;
+  if (endpoint.apiKey !== undefined && endpoint.apiKey !== '')
+    headers.authorization = `Bearer ${endpoint.apiKey}`;
   const body = JSON.stringify({
     model: req.voice.model ?? endpoint.defaultModel ?? DEFAULT_REMOTE_MODEL,
     input: req.text,
@@ -57,14 +61,21 @@ async function* synthesizeRemote(
 
   let res: Response;
   try {
-    res = await fetch(`${endpoint.baseUrl.replace(/\/+$/, '')}/v1/audio/speech`, { method: 'POST', headers, body, signal });
+    res = await fetch(`${endpoint.baseUrl.replace(/\/+$/, '')}/v1/audio/speech`, {
+      method: 'POST',
+      headers,
+      body,
+      signal,
+    });
   } catch (err) {
     signal.throwIfAborted();
     throw failed(`request failed (${describe(err)})`, err);
   }
   if (!res.ok || res.body === null) {
     const text = await res.text().catch(() => '');
-    throw failed(`answered HTTP ${res.status}${text === '' ? '' : `: ${text.slice(0, ERROR_SNIPPET_CHARS)}`}`);
+    throw failed(
+      `answered HTTP ${res.status}${text === '' ? '' : `: ${text.slice(0, ERROR_SNIPPET_CHARS)}`}`,
+    );
   }
 
   const reader = res.body.getReader();
@@ -86,7 +97,8 @@ async function* synthesizeRemote(
       const bytes: unknown = chunk.value;
       if (!(bytes instanceof Uint8Array)) throw failed('response body is not a byte stream');
       const out = decoder.decode(bytes);
-      if (out.errors.length > 0) throw failed(`undecodable MP3 (${out.errors[0]?.message ?? 'decoder error'})`);
+      if (out.errors.length > 0)
+        throw failed(`undecodable MP3 (${out.errors[0]?.message ?? 'decoder error'})`);
       if (out.samplesDecoded === 0) continue;
       if (sampleRate === 0) {
         sampleRate = out.sampleRate;

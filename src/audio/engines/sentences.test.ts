@@ -4,7 +4,11 @@ import { splitSentences } from './sentences.js';
 
 describe('splitSentences', () => {
   it('splits on sentence boundaries and drops empty pieces', () => {
-    assert.deepEqual(splitSentences('Hello world.  How are you? Fine!\n\n  '), ['Hello world.', 'How are you?', 'Fine!']);
+    assert.deepEqual(splitSentences('Hello world.  How are you? Fine!\n\n  '), [
+      'Hello world.',
+      'How are you?',
+      'Fine!',
+    ]);
     assert.deepEqual(splitSentences('   '), []);
   });
 
@@ -18,6 +22,10 @@ describe('splitSentences', () => {
     const parts = splitSentences(long, 'en', 100);
     assert.ok(parts.every((p) => p.length <= 100 && p.length > 0));
     assert.equal(parts.join(' ').replace(/\s+/g, ' '), long.trim().replace(/\s+/g, ' '));
-    assert.deepEqual(splitSentences('x'.repeat(250), 'en', 100), ['x'.repeat(100), 'x'.repeat(100), 'x'.repeat(50)]);
+    assert.deepEqual(splitSentences('x'.repeat(250), 'en', 100), [
+      'x'.repeat(100),
+      'x'.repeat(100),
+      'x'.repeat(50),
+    ]);
   });
 });

@@ -31,7 +31,13 @@ function cutLong(sentence: string, maxChars: number): string[] {
   while (rest.length > maxChars) {
     const window = rest.slice(0, maxChars);
     // Prefer a clause boundary, then a word boundary; cut hard only inside one enormous word.
-    let cut = Math.max(window.lastIndexOf(', '), window.lastIndexOf('; '), window.lastIndexOf('，'), window.lastIndexOf('、')) + 1;
+    let cut =
+      Math.max(
+        window.lastIndexOf(', '),
+        window.lastIndexOf('; '),
+        window.lastIndexOf('，'),
+        window.lastIndexOf('、'),
+      ) + 1;
     if (cut < maxChars / 2) cut = window.lastIndexOf(' ');
     if (cut < maxChars / 4) cut = maxChars;
     parts.push(rest.slice(0, cut).trim());

@@ -29,7 +29,8 @@ export function audioRoutes(tasks: TaskService, blobs: BlobStore) {
       exposeHeadRoute: false,
       handler: async (request, reply) => {
         const idx = Number(request.params.contentIndex);
-        if (!/^\d{1,6}$/.test(request.params.contentIndex)) throw errors.notFound('RESOURCE_NOT_FOUND', 'content');
+        if (!/^\d{1,6}$/.test(request.params.contentIndex))
+          throw errors.notFound('RESOURCE_NOT_FOUND', 'content');
         const key = await tasks.audioKeyFor(request.params.id, idx, request.query.auth);
         return sendBlob(request, reply, blobs, key, 'audio/mpeg');
       },

@@ -9,7 +9,12 @@
  */
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { parseOneShotBody, parseOneShotQuery, type OneShotRequest, type OneShotService } from '../../tasks/one-shot.js';
+import {
+  parseOneShotBody,
+  parseOneShotQuery,
+  type OneShotRequest,
+  type OneShotService,
+} from '../../tasks/one-shot.js';
 import { accountOf } from '../auth.js';
 import { ok } from '../envelope.js';
 
@@ -22,7 +27,12 @@ function clientGone(reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
-async function answer(oneShot: OneShotService, request: FastifyRequest, reply: FastifyReply, input: OneShotRequest) {
+async function answer(
+  oneShot: OneShotService,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  input: OneShotRequest,
+) {
   const accountId = accountOf(request).id;
   const signal = clientGone(reply);
   const task = await oneShot.start(accountId, input);
@@ -47,7 +57,9 @@ async function answer(oneShot: OneShotService, request: FastifyRequest, reply: F
 
 export function simpleGenerateRoutes(oneShot: OneShotService) {
   return async (app: FastifyInstance): Promise<void> => {
-    app.post('/api/tts/simple-generate', async (request, reply) => answer(oneShot, request, reply, parseOneShotBody(request.body)));
+    app.post('/api/tts/simple-generate', async (request, reply) =>
+      answer(oneShot, request, reply, parseOneShotBody(request.body)),
+    );
 
     app.route<{ Querystring: Record<string, unknown> }>({
       method: 'GET',

@@ -17,7 +17,9 @@ export function splitterRoutes(splitters: SplitterService, limits: GenerateLimit
     // Static path: find-my-way prefers it over `/api/splitter/:id`, so "preview" is never taken for an id.
     app.post('/api/splitter/preview', async (request) => {
       const accountId = accountOf(request).id;
-      const utterances = await previewSplitterRequest(request.body, limits, (id) => splitters.configFor(accountId, id));
+      const utterances = await previewSplitterRequest(request.body, limits, (id) =>
+        splitters.configFor(accountId, id),
+      );
       return { status: 200, data: { utterances } };
     });
 

@@ -91,8 +91,10 @@ export function streamRoutes(stream: StreamService, options: StreamRouteOptions)
     };
 
     for (const path of [`${BASE}/stream.mp3`, `${BASE}/:contentIndex/stream.mp3`]) {
-      app.get<{ Params: Partial<ContentParams>; Querystring: Query }>(path, { exposeHeadRoute: false }, (request, reply) =>
-        serve('GET', request, reply),
+      app.get<{ Params: Partial<ContentParams>; Querystring: Query }>(
+        path,
+        { exposeHeadRoute: false },
+        (request, reply) => serve('GET', request, reply),
       );
       app.head<{ Params: Partial<ContentParams>; Querystring: Query }>(path, (request, reply) =>
         serve('HEAD', request, reply),

@@ -21,8 +21,9 @@ export function taskRoutes(tasks: TaskService, splitters: SplitterService) {
       return { ...ok(items), total };
     });
 
-    app.get<{ Params: IdParams; Querystring: { stream?: string } }>('/api/tts/generate/:id', async (request) =>
-      ok(await tasks.get(accountOf(request).id, request.params.id, request.query)),
+    app.get<{ Params: IdParams; Querystring: { stream?: string } }>(
+      '/api/tts/generate/:id',
+      async (request) => ok(await tasks.get(accountOf(request).id, request.params.id, request.query)),
     );
 
     app.delete<{ Params: IdParams }>('/api/tts/generate/:id', async (request) => {

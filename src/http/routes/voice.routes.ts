@@ -52,7 +52,10 @@ export function voiceRoutes(voices: VoiceService, uploadLimitBytes: number) {
       app.put<{ Params: IdParams }>(`${prefix}/:id/lora`, async (request) => {
         const body = request.body as Readable | undefined;
         if (body === undefined || typeof (body as Partial<Readable>).pipe !== 'function') {
-          throw new AppError('VALIDATION_INVALID_FORMAT', 'send the archive as application/zip or application/octet-stream');
+          throw new AppError(
+            'VALIDATION_INVALID_FORMAT',
+            'send the archive as application/zip or application/octet-stream',
+          );
         }
         const limited = body.pipe(limitBytes(uploadLimitBytes));
         body.on('error', (err) => limited.destroy(err));

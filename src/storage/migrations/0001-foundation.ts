@@ -31,7 +31,11 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('created_at', 'timestamptz', (c) => c.notNull())
     .addColumn('updated_at', 'timestamptz', (c) => c.notNull())
     .execute();
-  await db.schema.createIndex('voices_account_created').on('voices').columns(['account_id', 'created_at']).execute();
+  await db.schema
+    .createIndex('voices_account_created')
+    .on('voices')
+    .columns(['account_id', 'created_at'])
+    .execute();
   await db.schema
     .createTable('splitters')
     .addColumn('id', 'text', (c) => c.primaryKey())

@@ -19,7 +19,11 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('updated_at', 'timestamptz', (c) => c.notNull())
     .addColumn('generated_at', 'timestamptz')
     .execute();
-  await db.schema.createIndex('tasks_account_created').on('tasks').columns(['account_id', 'created_at']).execute();
+  await db.schema
+    .createIndex('tasks_account_created')
+    .on('tasks')
+    .columns(['account_id', 'created_at'])
+    .execute();
   await db.schema.createIndex('tasks_status_created').on('tasks').columns(['status', 'created_at']).execute();
   await db.schema
     .createTable('task_contents')
