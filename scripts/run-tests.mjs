@@ -1,5 +1,7 @@
 #!/usr/bin/env node
-// Runs every *.test.ts under src/ and test/ with Node's test runner (tsx loader).
+// Runs every *.test.ts under src/ and test/ with Node's test runner (tsx loader), after starting
+// the real servers of the scale-out tests (scripts/test-servers.sh: PostgreSQL, Redis, s3rver) and
+// passing their addresses as TEST_DATABASE_URL, TEST_REDIS_URL and TEST_S3_ENDPOINT.
 // Node 20's --test takes no globs, so the files are listed here. Pass paths/substrings to filter.
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,10 +26,23 @@ if (files.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
+const servers = spawnSync('bash', ['scripts/test-servers.sh'], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+  encoding: 'utf8',
+});
+if (servers.status !== 0) {
+  console.error('could not start the test servers (scripts/test-servers.sh)');
+  process.exit(1);
+}
+const env = { ...process.env };
+for (const line of servers.stdout.split('\n')) {
+  const match = /^(TEST_[A-Z0-9_]+)=(.*)$/.exec(line);
+  if (match) env[match[1]] ??= match[2];
+}
 const concurrency = process.env.TEST_CONCURRENCY ?? '2';
 const result = spawnSync(
   process.execPath,
   ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
-  { stdio: 'inherit' },
+  { stdio: 'inherit', env },
 );
 process.exit(result.status ?? 1);
