@@ -40,9 +40,57 @@ const envSchema = z.object({
   UPLOAD_LIMIT_BYTES: intFrom(1024, 1 << 31).default(100 * 1024 * 1024),
   /** JSON object: name → {baseUrl, apiKey?, defaultModel?} of OpenAI-compatible speech endpoints. */
   REMOTE_ENGINES: z.string().optional(),
+  /** Operator token of the /admin API (accounts, keys, voice import); never a tenant key. */
+  ADMIN_TOKEN: z.string().min(24, 'must be at least 24 characters').max(512).optional(),
+  /** Scale-out: Redis (queue, events, leases, rate limits) and S3-compatible storage (blobs). */
+  REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
+    .optional(),
+  S3_ENDPOINT: z.url().optional(),
+  S3_BUCKET: z.string().min(3).max(63).optional(),
+  S3_REGION: z.string().min(1).optional(),
+  S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+  S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+  S3_FORCE_PATH_STYLE: z.enum(['true', 'false', '1', '0']).optional(),
+  /** This node's own base URL as the other nodes reach it (relays of live stream sessions). */
+  NODE_URL: z.url().optional(),
+  /** Generation lease: a task whose worker stops renewing it is handed to another worker after this long. */
+  TASK_LEASE_MS: intFrom(1000, 3_600_000).default(30_000),
+  /** Stream-session ownership lease: a dead owner's session is rebuilt elsewhere after this long. */
+  SESSION_LEASE_MS: intFrom(1000, 3_600_000).default(15_000),
 });
 
+const S3_VARIABLES = [
+  'S3_ENDPOINT',
+  'S3_BUCKET',
+  'S3_REGION',
+  'S3_ACCESS_KEY_ID',
+  'S3_SECRET_ACCESS_KEY',
+  'S3_FORCE_PATH_STYLE',
+] as const;
+
 export type RemoteEndpointConfig = z.infer<typeof remoteEndpointSchema>;
+
+/** An S3-compatible object store (AWS S3, MinIO, Ceph, R2, …). */
+export interface S3Config {
+  /** Custom endpoint (MinIO, Ceph, R2…); AWS's own when absent. */
+  endpoint: string | undefined;
+  bucket: string;
+  region: string;
+  /** Static credentials; the SDK's default provider chain when absent. */
+  credentials: { accessKeyId: string; secretAccessKey: string } | undefined;
+  /** Path-style addressing (`endpoint/bucket/key`), which most self-hosted stores need. */
+  forcePathStyle: boolean;
+}
+
+/** Scale-out mode: N identical nodes on PostgreSQL, Redis and S3-compatible storage. */
+export interface ScaleOutConfig {
+  redisUrl: string;
+  s3: S3Config;
+  /** This node's base URL as other nodes reach it. */
+  nodeUrl: string;
+}
 
 export interface AppConfig {
   host: string;
@@ -65,6 +113,11 @@ export interface AppConfig {
     splitterName: number;
   };
   remoteEngines: Record<string, RemoteEndpointConfig>;
+  /** Operator token of the /admin API; undefined = generated per data dir (embedded) or /admin off (scale-out). */
+  adminToken: string | undefined;
+  /** Present in scale-out mode (REDIS_URL and S3_* set); null = embedded coordination and files. */
+  scaleOut: ScaleOutConfig | null;
+  leases: { taskMs: number; sessionMs: number };
 }
 
 /** Thrown when the environment is invalid; lists every bad variable so start-up fails once, clearly. */
@@ -109,6 +162,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const e = parsed.data;
   const remoteEngines = parseRemoteEngines(e.REMOTE_ENGINES, problems);
+  const scaleOut = parseScaleOut(e, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     host: e.HOST,
@@ -138,5 +192,55 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       splitterName: 100,
     },
     remoteEngines,
+    adminToken: e.ADMIN_TOKEN,
+    scaleOut,
+    leases: { taskMs: e.TASK_LEASE_MS, sessionMs: e.SESSION_LEASE_MS },
+  };
+}
+
+/**
+ * Scale-out is on when REDIS_URL and the S3 variables are set; a partial set is refused, and so is
+ * Redis without PostgreSQL (nodes must share one database).
+ */
+function parseScaleOut(e: z.infer<typeof envSchema>, problems: string[]): ScaleOutConfig | null {
+  const s3Given = S3_VARIABLES.filter((name) => e[name] !== undefined);
+  if (e.REDIS_URL === undefined && s3Given.length === 0) return null;
+  const before = problems.length;
+  if (e.REDIS_URL === undefined) {
+    problems.push(
+      `REDIS_URL: required for scale-out (${s3Given.join(', ')} ${s3Given.length > 1 ? 'are' : 'is'} set)`,
+    );
+  }
+  if (e.S3_BUCKET === undefined) {
+    problems.push(
+      s3Given.length > 0
+        ? 'S3_BUCKET: required when any S3_* variable is set'
+        : 'S3_BUCKET: required for scale-out (REDIS_URL is set); set S3_BUCKET and the other S3_* variables',
+    );
+  }
+  if ((e.S3_ACCESS_KEY_ID === undefined) !== (e.S3_SECRET_ACCESS_KEY === undefined)) {
+    problems.push('S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY: set both or neither');
+  }
+  if (e.DATABASE_URL === undefined) {
+    problems.push('DATABASE_URL: required for scale-out (all nodes share one PostgreSQL database)');
+  }
+  const nodeUrl = e.NODE_URL ?? `http://${e.HOST.includes(':') ? `[${e.HOST}]` : e.HOST}:${e.PORT}`;
+  if (e.NODE_URL === undefined && (e.HOST === '0.0.0.0' || e.HOST === '::')) {
+    problems.push(`NODE_URL: required when HOST is ${e.HOST} (the address other nodes reach this one at)`);
+  }
+  if (problems.length > before || e.REDIS_URL === undefined || e.S3_BUCKET === undefined) return null;
+  return {
+    redisUrl: e.REDIS_URL,
+    nodeUrl: nodeUrl.replace(/\/+$/, ''),
+    s3: {
+      endpoint: e.S3_ENDPOINT,
+      bucket: e.S3_BUCKET,
+      region: e.S3_REGION ?? 'us-east-1',
+      credentials:
+        e.S3_ACCESS_KEY_ID !== undefined && e.S3_SECRET_ACCESS_KEY !== undefined
+          ? { accessKeyId: e.S3_ACCESS_KEY_ID, secretAccessKey: e.S3_SECRET_ACCESS_KEY }
+          : undefined,
+      forcePathStyle: e.S3_FORCE_PATH_STYLE === 'true' || e.S3_FORCE_PATH_STYLE === '1',
+    },
   };
 }

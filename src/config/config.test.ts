@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ConfigError, loadConfig } from './config.js';
+
+const S3 = { S3_BUCKET: 'voices', S3_ENDPOINT: 'http://127.0.0.1:9000', S3_FORCE_PATH_STYLE: 'true' };
+const SCALE_OUT = { DATABASE_URL: 'postgres://db/voicegen', REDIS_URL: 'redis://127.0.0.1:6379', ...S3 };
+
+function problems(env: Record<string, string>): string[] {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  return [];
+}
+
+describe('loadConfig: scale-out switch', () => {
+  it('embedded by default: no scale-out, lease defaults', () => {
+    const config = loadConfig({});
+    assert.equal(config.scaleOut, null);
+    assert.deepEqual(config.leases, { taskMs: 30_000, sessionMs: 15_000 });
+    assert.equal(config.adminToken, undefined);
+  });
+
+  it('PostgreSQL alone is a single node on a server database, not scale-out', () => {
+    assert.equal(loadConfig({ DATABASE_URL: 'postgres://db/x' }).scaleOut, null);
+  });
+
+  it('REDIS_URL, S3_* and DATABASE_URL together switch scale-out on', () => {
+    const config = loadConfig({
+      ...SCALE_OUT,
+      S3_ACCESS_KEY_ID: 'id',
+      S3_SECRET_ACCESS_KEY: 'secret',
+      PORT: '9001',
+    });
+    assert.deepEqual(config.scaleOut, {
+      redisUrl: 'redis://127.0.0.1:6379',
+      nodeUrl: 'http://127.0.0.1:9001',
+      s3: {
+        endpoint: 'http://127.0.0.1:9000',
+        bucket: 'voices',
+        region: 'us-east-1',
+        credentials: { accessKeyId: 'id', secretAccessKey: 'secret' },
+        forcePathStyle: true,
+      },
+    });
+  });
+
+  it('refuses a partial set, naming what is missing', () => {
+    assert.match(
+      problems({ DATABASE_URL: 'postgres://db/x', REDIS_URL: 'redis://r' }).join('\n'),
+      /S3_BUCKET: required/,
+    );
+    assert.match(problems({ DATABASE_URL: 'postgres://db/x', ...S3 }).join('\n'), /REDIS_URL: required/);
+    assert.match(
+      problems({ REDIS_URL: 'redis://r', ...S3 }).join('\n'),
+      /DATABASE_URL: required for scale-out/,
+    );
+    assert.match(problems({ ...SCALE_OUT, S3_ACCESS_KEY_ID: 'id' }).join('\n'), /set both or neither/);
+    assert.match(
+      problems({ S3_REGION: 'eu-west-1' }).join('\n'),
+      /S3_BUCKET: required when any S3_\* variable is set/,
+    );
+  });
+
+  it('needs NODE_URL when listening on every interface', () => {
+    assert.match(problems({ ...SCALE_OUT, HOST: '0.0.0.0' }).join('\n'), /NODE_URL: required/);
+    assert.equal(
+      loadConfig({ ...SCALE_OUT, HOST: '0.0.0.0', NODE_URL: 'http://10.0.0.5:8080/' }).scaleOut?.nodeUrl,
+      'http://10.0.0.5:8080',
+    );
+  });
+
+  it('validates ADMIN_TOKEN, REDIS_URL and lease variables', () => {
+    assert.match(problems({ ADMIN_TOKEN: 'short' }).join('\n'), /ADMIN_TOKEN/);
+    assert.match(problems({ ...SCALE_OUT, REDIS_URL: 'http://x' }).join('\n'), /REDIS_URL/);
+    assert.match(problems({ TASK_LEASE_MS: '5' }).join('\n'), /TASK_LEASE_MS/);
+    assert.equal(loadConfig({ ADMIN_TOKEN: 'a'.repeat(32) }).adminToken, 'a'.repeat(32));
+  });
+});
