@@ -3,15 +3,14 @@
  * server from a validated config. Tests build their own app with their own config.
  */
 import { join } from 'node:path';
-import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AccountService } from './accounts/account-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
 import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
 import { listEspeakVoices } from './audio/engines/espeak.engine.js';
 import type { AppConfig } from './config/config.js';
-import { AppError } from './errors/app-error.js';
 import { bearerAuth } from './http/auth.js';
+import { registerRateLimit, type RateLimitStore } from './http/rate-limit.js';
 import { accountRoutes } from './http/routes/account.routes.js';
 import { audioRoutes } from './http/routes/audio.routes.js';
 import { healthRoutes } from './http/routes/health.routes.js';
@@ -70,13 +69,6 @@ function rateLimitKey(request: FastifyRequest): string {
   return request.account ? `account:${request.account.id}` : `ip:${request.ip}`;
 }
 
-function rateLimitError(_request: FastifyRequest, context: { after: string; ttl: number }): AppError {
-  const seconds = Math.max(1, Math.ceil(context.ttl / 1000));
-  return new AppError('RATE_LIMIT_EXCEEDED', `rate limit exceeded, retry in ${context.after}`, {
-    headers: { 'Retry-After': String(seconds) },
-  });
-}
-
 export async function buildApp(config: AppConfig, options: AppOptions = {}): Promise<App> {
   const database = await openDatabase({
     dataDir: config.dataDir,
@@ -113,6 +105,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   );
 
   const http = createHttpServer(config, options.logger);
+  const rateLimitStore: RateLimitStore = { kind: 'memory' };
   const runner = new TaskRunner({
     store: taskStore,
     pieceAudio,
@@ -147,19 +140,23 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     streamRoutes(stream, {
       rateLimitMax: config.rateLimit.streamMax,
       rateLimitWindowMs: config.rateLimit.windowMs,
+      rateLimitStore,
     }),
   );
 
   // Protected routes: bearer key first, then the per-account rate limit.
   await http.register(async (scope) => {
     scope.addHook('onRequest', bearerAuth(accounts));
-    await scope.register(rateLimit, {
-      global: true,
-      max: config.rateLimit.max,
-      timeWindow: config.rateLimit.windowMs,
-      keyGenerator: rateLimitKey,
-      errorResponseBuilder: rateLimitError,
-    });
+    await registerRateLimit(
+      scope,
+      {
+        name: 'api',
+        max: config.rateLimit.max,
+        windowMs: config.rateLimit.windowMs,
+        keyGenerator: rateLimitKey,
+      },
+      rateLimitStore,
+    );
     await scope.register(accountRoutes);
     await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
     await scope.register(splitterRoutes(splitters, config.limits));

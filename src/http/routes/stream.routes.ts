@@ -4,17 +4,17 @@
  * hurts. Rate-limited per task and client address. GET and HEAD of stream.mp3 are registered
  * separately: Fastify's automatic HEAD would run the GET handler and follow the stream.
  */
-import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError } from '../../errors/app-error.js';
 import type { StreamService } from '../../stream/stream-service.js';
 import { ok } from '../envelope.js';
+import { registerRateLimit, type RateLimitStore } from '../rate-limit.js';
 import { sendStreamResponse } from '../reply-plan.js';
 
 /** Rate-limit settings of the stream endpoints. */
 export interface StreamRouteOptions {
   rateLimitMax: number;
   rateLimitWindowMs: number;
+  rateLimitStore: RateLimitStore;
 }
 
 interface TaskParams {
@@ -34,13 +34,6 @@ function rateLimitKey(request: FastifyRequest): string {
   return `stream:${id ?? ''}:${request.ip}`;
 }
 
-function rateLimitError(_request: FastifyRequest, context: { after: string; ttl: number }): AppError {
-  const seconds = Math.max(1, Math.ceil(context.ttl / 1000));
-  return new AppError('RATE_LIMIT_EXCEEDED', `rate limit exceeded, retry in ${context.after}`, {
-    headers: { 'Retry-After': String(seconds) },
-  });
-}
-
 /** An AbortSignal that fires when the response is closed (finished, or the client went away). */
 function closeSignal(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
@@ -55,13 +48,16 @@ function header(value: string | string[] | undefined): string | undefined {
 /** Registers the stream endpoints and their rate limit in an encapsulated plugin. */
 export function streamRoutes(stream: StreamService, options: StreamRouteOptions) {
   return async (app: FastifyInstance): Promise<void> => {
-    await app.register(rateLimit, {
-      global: true,
-      max: options.rateLimitMax,
-      timeWindow: options.rateLimitWindowMs,
-      keyGenerator: rateLimitKey,
-      errorResponseBuilder: rateLimitError,
-    });
+    await registerRateLimit(
+      app,
+      {
+        name: 'stream',
+        max: options.rateLimitMax,
+        windowMs: options.rateLimitWindowMs,
+        keyGenerator: rateLimitKey,
+      },
+      options.rateLimitStore,
+    );
 
     const serve = async (
       method: 'GET' | 'HEAD',
