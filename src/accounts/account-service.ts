@@ -6,7 +6,8 @@ import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { AppError, errors } from '../errors/app-error.js';
 import type { Database } from '../storage/schema.js';
-import { API_KEY_PATTERN, generateApiKey, hashApiKey, hashesEqual, keyPrefix } from './api-keys.js';
+import { secretsEqual } from '../common/secret-compare.js';
+import { API_KEY_PATTERN, generateApiKey, hashApiKey, keyPrefix } from './api-keys.js';
 
 export interface Account {
   id: string;
@@ -122,7 +123,7 @@ export class AccountService {
       .where('api_keys.key_hash', '=', hash)
       .where('api_keys.revoked_at', 'is', null)
       .executeTakeFirst();
-    if (!row || !hashesEqual(row.key_hash, hash)) throw errors.unauthorized();
+    if (!row || !secretsEqual(hash, row.key_hash)) throw errors.unauthorized();
     return { id: row.id, name: row.name, createdAt: row.created_at };
   }
 

@@ -1,5 +1,5 @@
 /** API key format and hashing: `sk-` + 32 lowercase alphanumerics, stored only as a sha256 hash. */
-import { createHash, randomInt, timingSafeEqual } from 'node:crypto';
+import { createHash, randomInt } from 'node:crypto';
 
 export const API_KEY_PATTERN = /^sk-[a-z0-9]{32}$/;
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
@@ -13,13 +13,6 @@ export function generateApiKey(): string {
 
 export function hashApiKey(key: string): string {
   return createHash('sha256').update(key).digest('hex');
-}
-
-/** Constant-time comparison of two hex hashes of equal length. */
-export function hashesEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a, 'hex');
-  const y = Buffer.from(b, 'hex');
-  return x.length === y.length && timingSafeEqual(x, y);
 }
 
 /** What listings show of a key: enough to tell keys apart, never enough to use one. */

@@ -2,7 +2,6 @@
  * Query and path checks shared by the stream endpoints (decisions §3, §5): the session id `i`, the
  * content index and the task's `auth` token.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { AppError } from '../errors/app-error.js';
 
 const SESSION_ID = /^[A-Za-z0-9_-]{0,64}$/;
@@ -32,11 +31,4 @@ export function requireAuthToken(value: unknown): string {
     throw new AppError('AUTH_UNAUTHORIZED', 'the auth query parameter is required for stream endpoints');
   }
   return value;
-}
-
-/** Compares two tokens in constant time (hashing first, so neither length nor prefix leaks). */
-export function tokensEqual(given: string, expected: string): boolean {
-  const a = createHash('sha256').update(given, 'utf8').digest();
-  const b = createHash('sha256').update(expected, 'utf8').digest();
-  return timingSafeEqual(a, b);
 }

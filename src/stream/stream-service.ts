@@ -6,6 +6,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { EncoderPool } from '../audio/encoder-pool.js';
+import { secretsEqual } from '../common/secret-compare.js';
 import { AppError } from '../errors/app-error.js';
 import type { PieceAudioSource } from '../tasks/piece-audio.js';
 import type { StreamPieceView, StreamTaskLookup, StreamTaskView } from '../tasks/stream-view.js';
@@ -20,7 +21,7 @@ import {
 } from './range-plan.js';
 import { SessionRegistry } from './session-registry.js';
 import { contentAudio, fullTaskAudio, type PipelineDeps } from './stream-pipeline.js';
-import { parseContentIndex, parseSessionId, requireAuthToken, tokensEqual } from './stream-request.js';
+import { parseContentIndex, parseSessionId, requireAuthToken } from './stream-request.js';
 import type { PipelineFactory } from './stream-session.js';
 
 /** Dependencies and settings of the stream service (wired in src/app.ts). */
@@ -132,7 +133,7 @@ class DefaultStreamService implements StreamService {
   private async authorize(taskId: string, query: Readonly<Record<string, unknown>>): Promise<StreamTaskView> {
     const token = requireAuthToken(query.auth);
     const task = await this.options.tasks.streamView(taskId);
-    if (!tokensEqual(token, task.authToken)) {
+    if (!secretsEqual(token, task.authToken)) {
       throw new AppError('AUTH_FORBIDDEN', 'the auth token is not valid for this task');
     }
     return task;

@@ -2,9 +2,10 @@
  * Generation tasks (decisions §4): creation from contents or splitter mode, detail with billing,
  * list, delete, and the stream endpoints' view. Generation itself is the TaskRunner's job.
  */
-import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { pageSchema } from '../common/paging.js';
+import { secretsEqual } from '../common/secret-compare.js';
 import { AppError, errors } from '../errors/app-error.js';
 import { parseInput } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
@@ -188,7 +189,7 @@ export class TaskService implements StreamTaskLookup {
     if (auth === undefined || auth === '') throw errors.unauthorized('the auth query parameter is required');
     const task = await this.store.get(taskId);
     if (!task) throw errors.notFound('GENERATE_NOT_FOUND', `task ${taskId}`);
-    if (!tokensEqual(auth, task.auth_token)) throw errors.forbidden('auth does not match this task');
+    if (!secretsEqual(auth, task.auth_token)) throw errors.forbidden('auth does not match this task');
     const key =
       idx === null ? task.audio_key : (await this.store.pieces(taskId)).find((p) => p.idx === idx)?.audio_key;
     if (!key) throw new AppError('RESOURCE_NOT_FOUND', 'this audio is not stored (yet)');
@@ -253,11 +254,4 @@ export class TaskService implements StreamTaskLookup {
       estimatedDuration: Math.round((task.duration_seconds ?? estimate) * 1000) / 1000,
     };
   }
-}
-
-/** Constant-time comparison of two stream tokens. */
-export function tokensEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
 }
