@@ -5,11 +5,14 @@
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AccountService } from './accounts/account-service.js';
+import { AdminService } from './admin/admin-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
 import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
 import { listEspeakVoices } from './audio/engines/espeak.engine.js';
 import type { AppConfig } from './config/config.js';
+import { effectiveAdminToken } from './http/admin-auth.js';
 import { bearerAuth } from './http/auth.js';
+import { adminRoutes } from './http/routes/admin.routes.js';
 import { registerRateLimit, type RateLimitStore } from './http/rate-limit.js';
 import { accountRoutes } from './http/routes/account.routes.js';
 import { audioRoutes } from './http/routes/audio.routes.js';
@@ -26,7 +29,7 @@ import { createStreamService, type StreamService } from './stream/stream-service
 import { FsBlobStore } from './storage/blob-store.fs.js';
 import { OneShotService } from './tasks/one-shot.js';
 import { PieceAudioStore } from './tasks/piece-audio.js';
-import { InProcessTaskEvents } from './tasks/task-events.js';
+import { MemoryTaskEvents } from './tasks/task-events.memory.js';
 import { TaskRunner } from './tasks/task-runner.js';
 import { TaskService } from './tasks/task-service.js';
 import { TaskStore } from './tasks/task-store.js';
@@ -60,6 +63,8 @@ export interface App {
   http: FastifyInstance;
   services: Services;
   config: AppConfig;
+  /** The token /admin accepts (ADMIN_TOKEN, or generated for an embedded install); undefined = /admin off. */
+  adminToken: string | undefined;
   /** Stops accepting requests, then releases workers and the database. */
   close(): Promise<void>;
 }
@@ -92,7 +97,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   const encoders = createEncoderPool(
     config.encoderThreads !== undefined ? { size: config.encoderThreads } : {},
   );
-  const events = new InProcessTaskEvents();
+  const events = new MemoryTaskEvents();
   const taskStore = new TaskStore(database.db);
   const pieceAudio = new PieceAudioStore(
     join(config.dataDir, 'work', 'tasks'),
@@ -144,6 +149,10 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     }),
   );
 
+  // Operator API: the admin token only, never a tenant key (and tenant routes never take the admin token).
+  const adminToken = effectiveAdminToken(config);
+  await http.register(adminRoutes(new AdminService(accounts, async () => voices), adminToken));
+
   // Protected routes: bearer key first, then the per-account rate limit.
   await http.register(async (scope) => {
     scope.addHook('onRequest', bearerAuth(accounts));
@@ -169,6 +178,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   return {
     http,
     config,
+    adminToken,
     services: { database, accounts, voices, splitters, engines, synthesis, encoders, tasks, runner, stream },
     close: async () => {
       // Cut live streams first: a reader of a stuck task would otherwise hold http.close() open.

@@ -19,7 +19,7 @@ import { CANONICAL_RATE } from '../audio/pcm.js';
 import { AppError, isAppError } from '../errors/app-error.js';
 import { PieceAudioStore, type PieceState } from '../tasks/piece-audio.js';
 import type { StreamTaskLookup, StreamTaskView } from '../tasks/stream-view.js';
-import { InProcessTaskEvents } from '../tasks/task-events.js';
+import { MemoryTaskEvents } from '../tasks/task-events.memory.js';
 import { pcmChunks } from '../audio/pcm-stream.js';
 import {
   createStreamService,
@@ -68,7 +68,7 @@ async function expectedMp3(pieces: readonly Int16Array[], intervals: readonly nu
 
 /** A task table, the real piece store, and a generator that writes pieces over time. */
 class Fixture {
-  readonly events = new InProcessTaskEvents();
+  readonly events = new MemoryTaskEvents();
   readonly states = new Map<string, PieceState>();
   readonly views = new Map<string, StreamTaskView>();
   readonly store: PieceAudioStore;

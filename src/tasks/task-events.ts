@@ -1,46 +1,23 @@
 /**
  * Change notifications of generation tasks (a piece started or finished, the task finished or
- * failed), so stream sessions wake on progress instead of polling. In-process now; the scale-out
- * implementation (Redis pub/sub) implements the same contract.
+ * failed), so stream sessions wake on progress instead of polling. Adapters: in-process
+ * (`task-events.memory.ts`, one node) and Redis pub/sub (`task-events.redis.ts`, every node hears
+ * every node's changes); one contract suite (`task-events.contract.test.ts`) runs against both.
  */
-import { EventEmitter } from 'node:events';
 
+/**
+ * The task-change bus. A notification carries no data: it only says "look again". Delivery is
+ * best effort — a change can be missed (the Redis adapter misses those published while its
+ * subscription is down) and a waiter can be woken without a change — so callers treat a wake-up
+ * as a hint, re-check the state they wait on, and bound every wait with an abort signal.
+ */
 export interface TaskEvents {
-  /** Announces that something about `taskId` changed; listeners re-read what they need. */
+  /** Announces that something about `taskId` changed; listeners re-read what they need. Never throws. */
   changed(taskId: string): void;
   /**
-   * Resolves at the next change of `taskId` after this call. Call it *before* checking state and
-   * await it after, so a change in between is never missed.
+   * Resolves at the next change of `taskId` after this call (or at a spurious wake-up); rejects
+   * with `signal.reason` (when it is an Error) as soon as `signal` aborts, removing the listener. Call it *before* checking
+   * state and await it after, so a change in between is never missed.
    */
   nextChange(taskId: string, signal?: AbortSignal): Promise<void>;
-}
-
-export class InProcessTaskEvents implements TaskEvents {
-  private readonly emitter = new EventEmitter();
-
-  constructor() {
-    // Many stream sessions may wait on one task; each waiter is a listener.
-    this.emitter.setMaxListeners(0);
-  }
-
-  changed(taskId: string): void {
-    this.emitter.emit(taskId);
-  }
-
-  nextChange(taskId: string, signal?: AbortSignal): Promise<void> {
-    // The executor runs synchronously: the listener exists from the moment of the call.
-    return new Promise<void>((resolve, reject) => {
-      const onChange = () => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      };
-      const onAbort = () => {
-        this.emitter.off(taskId, onChange);
-        reject(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
-      };
-      if (signal?.aborted) return onAbort();
-      this.emitter.once(taskId, onChange);
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
-  }
 }

@@ -1,0 +1,50 @@
+/** In-process task events: one node, one EventEmitter (the embedded adapter of `TaskEvents`). */
+import { EventEmitter } from 'node:events';
+import type { TaskEvents } from './task-events.js';
+
+/** `TaskEvents` within one process; also the local dispatcher of the Redis adapter. */
+export class MemoryTaskEvents implements TaskEvents {
+  private readonly emitter = new EventEmitter();
+
+  constructor() {
+    // Many stream sessions may wait on one task; each waiter is a listener.
+    this.emitter.setMaxListeners(0);
+  }
+
+  changed(taskId: string): void {
+    // Event names are prefixed: a task id spelled "error" must not make emit() throw.
+    this.emitter.emit(eventName(taskId));
+  }
+
+  /** Wakes every waiter of every task: after a lapse in which changes may have been missed. */
+  wakeAll(): void {
+    for (const name of this.emitter.eventNames()) this.emitter.emit(name);
+  }
+
+  nextChange(taskId: string, signal?: AbortSignal): Promise<void> {
+    // The executor runs synchronously: the listener exists from the moment of the call.
+    return new Promise<void>((resolve, reject) => {
+      const name = eventName(taskId);
+      const onChange = () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      const onAbort = () => {
+        this.emitter.off(name, onChange);
+        reject(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
+      };
+      if (signal?.aborted) return onAbort();
+      this.emitter.once(name, onChange);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** Number of waiters of `taskId` (tests check that aborted waits leave no listener behind). */
+  waiterCount(taskId: string): number {
+    return this.emitter.listenerCount(eventName(taskId));
+  }
+}
+
+function eventName(taskId: string): string {
+  return `task:${taskId}`;
+}

@@ -1,0 +1,108 @@
+/**
+ * Task events across nodes over Redis pub/sub (the scale-out adapter of `TaskEvents`).
+ *
+ * All nodes share ONE channel (`<prefix>task-events`, message = task id). Each node keeps one
+ * subscriber connection on it from start-up and dispatches messages to its local waiters, so
+ * `nextChange()` costs no round trip and is listening from the moment it is called. `changed()`
+ * wakes this node's waiters at once and publishes for the others (this node hears its own message
+ * again: a harmless second wake-up).
+ *
+ * Reconnects: ioredis resubscribes by itself, but a change published while the subscriber was
+ * disconnected is never delivered (pub/sub keeps no backlog). Once the subscription is back this
+ * adapter wakes every local waiter, so each re-checks the state it waits on; and every wait has a
+ * deadline (an abort signal), so a missed change delays a waiter but cannot strand it forever.
+ */
+import type { Redis } from 'ioredis';
+import { MemoryTaskEvents } from './task-events.memory.js';
+import type { TaskEvents } from './task-events.js';
+
+/** What `RedisTaskEvents.create` needs. */
+export interface RedisTaskEventsOptions {
+  /** Publishes changes; shared with other users and never closed here. Its options are copied for the subscriber. */
+  connection: Redis;
+  /** Prefix of every Redis key and channel of this deployment (tests: one per test). */
+  prefix: string;
+  /** Receives failed publishes and subscriber connection errors; `changed()` itself never throws. */
+  onError: (err: Error) => void;
+}
+
+/** `TaskEvents` shared by every node through one Redis pub/sub channel. */
+export class RedisTaskEvents implements TaskEvents {
+  private readonly local = new MemoryTaskEvents();
+  private closed = false;
+
+  private constructor(
+    private readonly publisher: Redis,
+    private readonly subscriber: Redis,
+    private readonly channel: string,
+    private readonly onError: (err: Error) => void,
+  ) {}
+
+  /** Opens the subscriber connection; resolves once the channel subscription is active. */
+  static async create(options: RedisTaskEventsOptions): Promise<RedisTaskEvents> {
+    const channel = `${options.prefix}task-events`;
+    // The connection name lets an operator (and the reconnect test) find this subscriber in CLIENT LIST.
+    const subscriber = options.connection.duplicate({ connectionName: `${options.prefix}task-events` });
+    const events = new RedisTaskEvents(options.connection, subscriber, channel, options.onError);
+    subscriber.on('error', (err: Error) => options.onError(err));
+    subscriber.on('message', (from: string, taskId: string) => {
+      if (from === channel) events.local.changed(taskId);
+    });
+    try {
+      await subscriber.subscribe(channel);
+    } catch (err) {
+      subscriber.disconnect();
+      throw err;
+    }
+    // Registered after the first subscription: every later 'ready' is a reconnect.
+    subscriber.on('ready', () => events.resumed());
+    return events;
+  }
+
+  changed(taskId: string): void {
+    this.local.changed(taskId);
+    this.publisher.publish(this.channel, taskId).catch((err: unknown) => this.report(err));
+  }
+
+  nextChange(taskId: string, signal?: AbortSignal): Promise<void> {
+    return this.local.nextChange(taskId, signal);
+  }
+
+  /** Number of this node's waiters of `taskId` (tests check that aborted waits leave none behind). */
+  waiterCount(taskId: string): number {
+    return this.local.waiterCount(taskId);
+  }
+
+  /** Closes the subscriber connection (the shared publishing connection stays open). */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.subscriber.removeAllListeners('ready');
+    try {
+      await this.subscriber.quit();
+    } catch {
+      this.subscriber.disconnect();
+    }
+  }
+
+  /**
+   * After a reconnect: makes sure the subscription is active again (ioredis resubscribes on its
+   * own; replies come in order, so this one confirms it), then wakes every waiter to re-check
+   * what it may have missed while disconnected.
+   */
+  private resumed(): void {
+    void this.subscriber.subscribe(this.channel).then(
+      () => this.local.wakeAll(),
+      (err: unknown) => this.report(err),
+    );
+  }
+
+  private report(err: unknown): void {
+    if (this.closed) return;
+    try {
+      this.onError(err instanceof Error ? err : new Error(String(err)));
+    } catch {
+      // onError must not throw; if it does, there is nowhere left to report to.
+    }
+  }
+}
