@@ -1,6 +1,7 @@
 /** Service entry point: validated config → app → listen; graceful shutdown on SIGINT/SIGTERM. */
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config/config.js';
+import { localUrl, removeServerFile, writeServerFile } from './http/server-file.js';
 
 async function main(): Promise<void> {
   let config;
@@ -20,18 +21,31 @@ async function main(): Promise<void> {
     if (closing) return;
     closing = true;
     log.info({ signal }, 'shutting down');
-    app.close().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        log.error({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    removeServerFile(config.dataDir, process.pid)
+      .catch((err: unknown) => log.warn({ err }, 'could not remove server.json'))
+      .then(() => app.close())
+      .then(
+        () => process.exit(0),
+        (err: unknown) => {
+          log.error({ err }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
 
   await app.http.listen({ host: config.host, port: config.port });
+  // The operator CLI finds this server (and a generated admin token) through server.json.
+  const address = app.http.server.address();
+  if (!closing && address !== null && typeof address === 'object') {
+    await writeServerFile(config.dataDir, {
+      pid: process.pid,
+      url: localUrl(address),
+      ...(config.adminToken === undefined && app.adminToken !== undefined && { adminToken: app.adminToken }),
+      startedAt: new Date().toISOString(),
+    });
+  }
   const accounts = await app.services.accounts.listAccounts();
   if (accounts.length === 0) {
     log.warn(

@@ -1,20 +1,39 @@
 // Operator CLI against a real data dir: the keys it prints authenticate against the service.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { readServerFile, serverFilePath, writeServerFile } from '../src/http/server-file.js';
 import { bearer, startTestApp } from './helpers/test-app.js';
 
 const run = promisify(execFile);
+
+/** The environment of the test run without anything that would point a child at another database or server. */
+function isolatedEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of Object.keys(env)) {
+    if (
+      /^(DATABASE_URL|ADMIN_TOKEN|VOICEGEN_URL|BOOTSTRAP_API_KEY|REDIS_URL|S3_.*|NODE_URL|PUBLIC_URL)$/.test(
+        name,
+      )
+    )
+      delete env[name];
+  }
+  return { ...env, LOG_LEVEL: 'silent', ...extra };
+}
 
 describe('operator CLI', () => {
   let dataDir: string;
   const cli = async (...args: string[]) => {
     const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-      env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent' },
+      env: isolatedEnv({ DATA_DIR: dataDir }),
+      timeout: 120_000,
     });
     return stdout.trim();
   };
@@ -75,5 +94,165 @@ describe('operator CLI', () => {
         return true;
       },
     );
+  });
+});
+
+/** An ephemeral port that was free a moment ago. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  server.close();
+  await once(server, 'close');
+  if (address === null || typeof address !== 'object') throw new Error('no port');
+  return address.port;
+}
+
+interface RunningServer {
+  child: ChildProcess;
+  url: string;
+  stderr: () => string;
+}
+
+/** Starts the real service (`src/main.ts`) as a child process and waits until its server file and /healthz say it is up. */
+async function startServer(dataDir: string, env: Record<string, string> = {}): Promise<RunningServer> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: isolatedEnv({ DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', ...env }),
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = once(child, 'exit');
+  const deadline = AbortSignal.timeout(120_000);
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}: ${stderr}`);
+    if (deadline.aborted) {
+      child.kill('SIGKILL');
+      await exited;
+      throw new Error(`server did not come up within 120 s: ${stderr}`);
+    }
+    const info = await readServerFile(dataDir);
+    if (info?.pid === child.pid) {
+      const healthy = await fetch(`${info.url}/healthz`, { signal: AbortSignal.timeout(5000) }).then(
+        (res) => res.ok,
+        () => false,
+      );
+      if (healthy) return { child, url: info.url, stderr: () => stderr };
+    }
+    await sleep(100, undefined, { signal: deadline }).catch(() => undefined);
+  }
+}
+
+/** SIGTERM and wait for a clean exit (with a deadline). */
+async function stopServer(server: RunningServer): Promise<void> {
+  const exited = once(server.child, 'exit', { signal: AbortSignal.timeout(60_000) });
+  server.child.kill('SIGTERM');
+  const [code] = (await exited) as [number | null];
+  assert.equal(code, 0, `clean shutdown (stderr: ${server.stderr()})`);
+}
+
+describe('operator CLI beside a running embedded server', () => {
+  let dataDir: string;
+  let server: RunningServer | undefined;
+  const cliRun = (env: Record<string, string>, ...args: string[]) =>
+    run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+      env: isolatedEnv({ DATA_DIR: dataDir, ...env }),
+      timeout: 120_000,
+    });
+  const cli = async (...args: string[]) => (await cliRun({}, ...args)).stdout.trim();
+  const accountName = async (url: string, key: string) => {
+    const res = await fetch(`${url}/api/account/info`, {
+      headers: bearer(key),
+      signal: AbortSignal.timeout(10_000),
+    });
+    return res.ok ? ((await res.json()) as { data: { name: string } }).data.name : res.status;
+  };
+
+  before(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'voicegen-cli-server-'));
+  });
+  after(async () => {
+    if (server?.child.exitCode === null) {
+      const exited = once(server.child, 'exit');
+      server.child.kill('SIGKILL');
+      await exited;
+    }
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('goes through the admin API while the server runs; nothing is lost across a restart', async () => {
+    server = await startServer(dataDir);
+    const info = await readServerFile(dataDir);
+    assert.equal(info?.pid, server.child.pid);
+    assert.equal(typeof info?.adminToken, 'string', 'an embedded server writes its generated token');
+    assert.equal((await stat(serverFilePath(dataDir))).mode & 0o777, 0o600);
+
+    assert.match(await cli('accounts', 'create', 'alice'), /^account alice created \(id .+\)$/);
+    const key = await cli('keys', 'create', 'alice');
+    assert.match(key, /^sk-[a-z0-9]{32}$/);
+    assert.match(await cli('keys', 'list', 'alice'), /\tsk-[a-z0-9]{4}…\t.*\tactive$/m);
+    const imported = JSON.parse(
+      await cli('voices', 'import', 'alice', '--name', 'legacy', '--version', 'v2.0', '--lora'),
+    ) as { version: string; metadata: { withLora: boolean } };
+    assert.deepEqual([imported.version, imported.metadata.withLora], ['v2.0', true]);
+    assert.equal(await accountName(server.url, key), 'alice', 'the running server knows the key at once');
+    await assert.rejects(cli('accounts', 'create', 'alice'), (err: { code: number; stderr: string }) => {
+      assert.equal(err.code, 1);
+      assert.match(err.stderr, /^error: account "alice" already exists/m);
+      return true;
+    });
+
+    await stopServer(server);
+    assert.equal(await readServerFile(dataDir), undefined, 'server.json is removed on clean shutdown');
+
+    // Restart with a configured ADMIN_TOKEN: server.json names the server but not the token.
+    const adminToken = 'operator-token-for-the-cli-test-0123';
+    server = await startServer(dataDir, { ADMIN_TOKEN: adminToken });
+    const second = await readServerFile(dataDir);
+    assert.equal(second?.pid, server.child.pid);
+    assert.equal(second?.adminToken, undefined);
+    await assert.rejects(cli('accounts', 'list'), (err: { code: number; stderr: string }) => {
+      assert.equal(err.code, 2);
+      assert.match(err.stderr, /--admin-token TOKEN or set ADMIN_TOKEN/);
+      return true;
+    });
+    assert.match((await cliRun({ ADMIN_TOKEN: adminToken }, 'accounts', 'list')).stdout, /\talice\t/);
+    const keys = await cli('--url', server.url, '--admin-token', adminToken, 'keys', 'list', 'alice');
+    assert.match(keys, /\tactive$/m);
+    assert.equal(await accountName(server.url, key), 'alice', 'the key survived the restart');
+    await assert.rejects(
+      cli('--url', server.url, '--admin-token', 'not-the-operator-token-000000', 'accounts', 'list'),
+      (err: { code: number; stderr: string }) => {
+        assert.equal(err.code, 2);
+        assert.match(err.stderr, /wrong admin token/);
+        return true;
+      },
+    );
+
+    const keyId = keys.split('\t')[0] ?? '';
+    assert.match((await cliRun({ ADMIN_TOKEN: adminToken }, 'keys', 'revoke', keyId)).stdout, /revoked/);
+    assert.equal(await accountName(server.url, key), 401, 'a revoked key stops at once');
+    await stopServer(server);
+    server = undefined;
+  });
+
+  it('opens the database itself when server.json is stale, and refuses when its server does not answer', async () => {
+    // A process that has exited: its pid names no server.
+    const gone = spawn(process.execPath, ['-e', '']);
+    await once(gone, 'exit');
+    const stale = { url: 'http://127.0.0.1:9', startedAt: new Date().toISOString() };
+    await writeServerFile(dataDir, { pid: gone.pid ?? 0, ...stale });
+    assert.match(await cli('accounts', 'create', 'bob'), /^account bob created/);
+
+    // A live process (this test runner) that answers no /healthz: the data dir may be in use.
+    await writeServerFile(dataDir, { pid: process.pid, ...stale });
+    await assert.rejects(cli('accounts', 'list'), (err: { code: number; stderr: string }) => {
+      assert.equal(err.code, 2);
+      assert.match(err.stderr, /does not answer/);
+      return true;
+    });
+    await rm(serverFilePath(dataDir));
   });
 });

@@ -1,30 +1,17 @@
 /**
- * Operator CLI: accounts, API keys and voice imports, against the same database the service uses
- * (DATA_DIR or DATABASE_URL). With the embedded database, stop the service first: PGlite is
- * single-process.
+ * Operator CLI: accounts, API keys and voice imports. With a server running, every command goes
+ * through its /admin API (found via DATA_DIR/server.json, or --url/VOICEGEN_URL); otherwise the
+ * CLI opens the database itself (see operator-connection.ts for the order).
+ * Exit codes: 0 done, 1 the operation failed, 2 no usable target (server unreachable, token unknown).
  */
-import { Command, InvalidArgumentError } from 'commander';
-import { AccountService } from '../accounts/account-service.js';
-import { listEspeakVoices } from '../audio/engines/espeak.engine.js';
-import { loadConfig } from '../config/config.js';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import type { AdminOperations } from '../admin/admin-service.js';
+import { ConfigError, loadConfig } from '../config/config.js';
 import { isAppError } from '../errors/app-error.js';
-import { FsBlobStore } from '../storage/blob-store.fs.js';
-import { openDatabase, type DatabaseHandle } from '../storage/database.js';
-import type { VoiceStatus, VoiceVersion } from '../storage/schema.js';
-import { createEngineCatalog } from '../voices/engine-catalog.js';
-import { VOICE_VERSIONS, VoiceService } from '../voices/voice-service.js';
-import { VoiceStore } from '../voices/voice-store.js';
-import { join } from 'node:path';
-
-async function withDatabase<T>(fn: (db: DatabaseHandle) => Promise<T>): Promise<T> {
-  const config = loadConfig();
-  const handle = await openDatabase({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
-  try {
-    return await fn(handle);
-  } finally {
-    await handle.close();
-  }
-}
+import type { VoiceVersion } from '../storage/schema.js';
+import { VOICE_VERSIONS } from '../voices/voice-service.js';
+import { CliError } from './cli-error.js';
+import { connectOperator } from './operator-connection.js';
 
 function oneOf<T extends string>(allowed: readonly T[]) {
   return (value: string): T => {
@@ -34,15 +21,37 @@ function oneOf<T extends string>(allowed: readonly T[]) {
   };
 }
 
-const program = new Command('voicegen').description('Operator commands of the voice-generation service');
+const program = new Command('voicegen')
+  .description('Operator commands of the voice-generation service')
+  .addOption(
+    new Option('--url <url>', 'admin API of a running server (default: the one found in DATA_DIR)').env(
+      'VOICEGEN_URL',
+    ),
+  )
+  .addOption(new Option('--admin-token <token>', 'admin token of that server').env('ADMIN_TOKEN'));
+
+/** Runs `fn` against the running server's admin API or, without a server, the database. */
+async function withOperations(fn: (operations: AdminOperations) => Promise<void>): Promise<void> {
+  const globals = program.opts<{ url?: string; adminToken?: string }>();
+  const connection = await connectOperator({
+    url: globals.url,
+    adminToken: globals.adminToken,
+    config: () => loadConfig(),
+  });
+  try {
+    await fn(connection.operations);
+  } finally {
+    await connection.close();
+  }
+}
 
 const accounts = program.command('accounts').description('manage accounts');
 accounts
   .command('create <name>')
   .description('create an account')
   .action(async (name: string) =>
-    withDatabase(async ({ db }) => {
-      const account = await new AccountService(db).createAccount(name);
+    withOperations(async (ops) => {
+      const account = await ops.createAccount({ name });
       console.log(`account ${account.name} created (id ${account.id})`);
     }),
   );
@@ -50,9 +59,8 @@ accounts
   .command('list')
   .description('list accounts')
   .action(async () =>
-    withDatabase(async ({ db }) => {
-      for (const a of await new AccountService(db).listAccounts())
-        console.log(`${a.id}\t${a.name}\t${a.createdAt.toISOString()}`);
+    withOperations(async (ops) => {
+      for (const a of await ops.listAccounts()) console.log(`${a.id}\t${a.name}\t${a.createdAt}`);
     }),
   );
 
@@ -61,24 +69,20 @@ keys
   .command('create <account>')
   .description('issue a key for an account (id or name); the key is printed once')
   .action(async (account: string) =>
-    withDatabase(async ({ db }) => {
-      const service = new AccountService(db);
-      const { id } = await service.resolveAccount(account);
-      const { key, info } = await service.createKey(id);
-      console.log(key);
-      console.error(`key ${info.id} created; it is shown only now — store it safely`);
+    withOperations(async (ops) => {
+      const issued = await ops.createKey(account);
+      console.log(issued.key);
+      console.error(`key ${issued.id} created; it is shown only now — store it safely`);
     }),
   );
 keys
   .command('list <account>')
   .description('list the keys of an account (prefixes only)')
   .action(async (account: string) =>
-    withDatabase(async ({ db }) => {
-      const service = new AccountService(db);
-      const { id } = await service.resolveAccount(account);
-      for (const k of await service.listKeys(id)) {
+    withOperations(async (ops) => {
+      for (const k of await ops.listKeys(account)) {
         console.log(
-          `${k.id}\t${k.prefix}…\t${k.createdAt.toISOString()}\t${k.revokedAt ? `revoked ${k.revokedAt.toISOString()}` : 'active'}`,
+          `${k.id}\t${k.prefix}…\t${k.createdAt}\t${k.revokedAt !== null ? `revoked ${k.revokedAt}` : 'active'}`,
         );
       }
     }),
@@ -87,8 +91,8 @@ keys
   .command('revoke <keyId>')
   .description('revoke a key by its id')
   .action(async (keyId: string) =>
-    withDatabase(async ({ db }) => {
-      await new AccountService(db).revokeKey(keyId);
+    withOperations(async (ops) => {
+      await ops.revokeKey(keyId);
       console.log(`key ${keyId} revoked`);
     }),
   );
@@ -104,7 +108,7 @@ program
   .option('--description <text>', 'description')
   .option('--espeak-voice <name>', 'espeak-ng voice (default: the language default)')
   .option('--lora', 'the voice has professional-cloning (LoRA) artifacts', false)
-  .option('--status <status>', 'ready or creating', oneOf<VoiceStatus>(['ready', 'creating']), 'ready')
+  .option('--status <status>', 'ready or creating', oneOf(['ready', 'creating'] as const), 'ready')
   .action(
     async (
       account: string,
@@ -115,28 +119,17 @@ program
         description?: string;
         espeakVoice?: string;
         lora: boolean;
-        status: VoiceStatus;
+        status: 'ready' | 'creating';
       },
     ) =>
-      withDatabase(async ({ db }) => {
-        const config = loadConfig();
-        const { id } = await new AccountService(db).resolveAccount(account);
-        const catalog = createEngineCatalog({
-          espeak: await listEspeakVoices(),
-          remoteEndpoints: Object.keys(config.remoteEngines),
-        });
-        const voices = new VoiceService(
-          new VoiceStore(db),
-          catalog,
-          new FsBlobStore(join(config.dataDir, 'blobs')),
-        );
-        const voice = await voices.importVoice(id, {
+      withOperations(async (ops) => {
+        const voice = await ops.importVoice(account, {
           name: opts.name,
           version: opts.version,
           language: opts.language,
           description: opts.description,
-          engine: opts.espeakVoice ? { engine: 'espeak', voice: opts.espeakVoice } : undefined,
-          withLora: opts.lora,
+          espeakVoice: opts.espeakVoice,
+          lora: opts.lora,
           status: opts.status,
         });
         console.log(JSON.stringify(voice, null, 2));
@@ -144,6 +137,7 @@ program
   );
 
 program.parseAsync().catch((err: unknown) => {
-  console.error(`error: ${isAppError(err) || err instanceof Error ? err.message : String(err)}`);
-  process.exit(1);
+  const known = err instanceof CliError || err instanceof ConfigError || isAppError(err);
+  console.error(`error: ${known || err instanceof Error ? err.message : String(err)}`);
+  process.exit(err instanceof CliError ? err.exitCode : 1);
 });

@@ -28,7 +28,8 @@ export interface Voice {
   updatedAt: string;
 }
 
-const languageSchema = z
+/** A language tag such as en or en-GB (voice create and operator import). */
+export const languageSchema = z
   .string()
   .regex(/^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$/, 'must be a language tag such as en or en-GB');
 

@@ -1,0 +1,130 @@
+/**
+ * Operator operations behind the /admin API and the CLI: accounts, API keys and voice imports.
+ * Accounts are named by id or name; results are plain JSON records, the same over HTTP and when
+ * the CLI opens the database itself, so both paths print the same thing.
+ */
+import { z } from 'zod';
+import type { Account, AccountService, ApiKeyInfo } from '../accounts/account-service.js';
+import { errors } from '../errors/app-error.js';
+import { parseInput } from '../errors/validation.js';
+import type { VoiceStatus, VoiceVersion } from '../storage/schema.js';
+import { languageSchema, type Voice, type VoiceService } from '../voices/voice-service.js';
+
+/** An account as operators see it. */
+export interface AccountRecord {
+  id: string;
+  name: string;
+  createdAt: string;
+}
+
+/** An API key as listings show it: the prefix only, never the key. */
+export interface ApiKeyRecord {
+  id: string;
+  accountId: string;
+  prefix: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+/** A newly issued key: the only time the whole key is returned. */
+export interface IssuedApiKey extends ApiKeyRecord {
+  key: string;
+}
+
+/** Body of account creation: `{name}` (trimmed, 1–100 characters, unique). */
+export const createAccountRequestSchema = z.object({ name: z.string() });
+
+/** Body of account creation. */
+export type CreateAccountRequest = z.input<typeof createAccountRequestSchema>;
+
+/** Body of a voice import: the fields of the CLI's `voices import`. */
+export const voiceImportRequestSchema = z.object({
+  name: z.string().trim().max(100),
+  /** v1.0–v4.0; anything else is VOICE_MODEL_VERSION_INVALID (checked by the voice service). */
+  version: z.string(),
+  language: languageSchema.optional(),
+  description: z.string().max(1000).optional(),
+  /** An espeak-ng voice; the language's default voice when absent. */
+  espeakVoice: z.string().min(1).max(32).optional(),
+  /** The voice has professional-cloning (LoRA) artifacts. */
+  lora: z.boolean().optional(),
+  status: z.enum(['ready', 'creating'] as const satisfies readonly VoiceStatus[]).optional(),
+});
+
+/** Body of a voice import. */
+export type VoiceImportRequest = z.input<typeof voiceImportRequestSchema>;
+
+/** What an operator can do; implemented by AdminService (database) and the CLI's HTTP client. */
+export interface AdminOperations {
+  createAccount(request: CreateAccountRequest): Promise<AccountRecord>;
+  listAccounts(): Promise<AccountRecord[]>;
+  /** Issues a key for the account (id or name). */
+  createKey(account: string): Promise<IssuedApiKey>;
+  listKeys(account: string): Promise<ApiKeyRecord[]>;
+  /** Revokes an active key by its id; it stops authenticating at once. */
+  revokeKey(keyId: string): Promise<void>;
+  importVoice(account: string, request: VoiceImportRequest): Promise<Voice>;
+}
+
+function accountRecord(account: Account): AccountRecord {
+  return { id: account.id, name: account.name, createdAt: account.createdAt.toISOString() };
+}
+
+function keyRecord(info: ApiKeyInfo): ApiKeyRecord {
+  return {
+    id: info.id,
+    accountId: info.accountId,
+    prefix: info.prefix,
+    createdAt: info.createdAt.toISOString(),
+    revokedAt: info.revokedAt?.toISOString() ?? null,
+  };
+}
+
+/** The operator operations on the domain services; request bodies are validated here. */
+export class AdminService implements AdminOperations {
+  /** `voices` is asked for only by imports, so the CLI loads the engine catalogue only then. */
+  constructor(
+    private readonly accounts: AccountService,
+    private readonly voices: () => Promise<VoiceService>,
+  ) {}
+
+  async createAccount(body: unknown): Promise<AccountRecord> {
+    const { name } = parseInput(createAccountRequestSchema, body);
+    return accountRecord(await this.accounts.createAccount(name));
+  }
+
+  async listAccounts(): Promise<AccountRecord[]> {
+    return (await this.accounts.listAccounts()).map(accountRecord);
+  }
+
+  async createKey(account: string): Promise<IssuedApiKey> {
+    const { id } = await this.accounts.resolveAccount(account);
+    const { key, info } = await this.accounts.createKey(id);
+    return { key, ...keyRecord(info) };
+  }
+
+  async listKeys(account: string): Promise<ApiKeyRecord[]> {
+    const { id } = await this.accounts.resolveAccount(account);
+    return (await this.accounts.listKeys(id)).map(keyRecord);
+  }
+
+  async revokeKey(keyId: string): Promise<void> {
+    await this.accounts.revokeKey(keyId);
+  }
+
+  async importVoice(account: string, body: unknown): Promise<Voice> {
+    const input = parseInput(voiceImportRequestSchema, body);
+    if (input.name === '') throw errors.missingField('name');
+    const { id } = await this.accounts.resolveAccount(account);
+    const voices = await this.voices();
+    return voices.importVoice(id, {
+      name: input.name,
+      version: input.version as VoiceVersion,
+      language: input.language,
+      description: input.description,
+      engine: input.espeakVoice === undefined ? undefined : { engine: 'espeak', voice: input.espeakVoice },
+      withLora: input.lora ?? false,
+      status: input.status ?? 'ready',
+    });
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * Where the CLI's operations go. A running server owns its data: with one, every command goes
+ * through its /admin API; without one, the CLI opens the database itself. Order:
+ *  1. `--url`/VOICEGEN_URL: that server's admin API, with `--admin-token`/ADMIN_TOKEN (required).
+ *  2. The server.json of DATA_DIR names a live process whose URL answers /healthz: its admin API,
+ *     with `--admin-token`/ADMIN_TOKEN or the token the server generated (embedded installs).
+ *     Without a token: PostgreSQL (DATABASE_URL) is opened directly; embedded PGlite is refused.
+ *  3. No server: the database directly (PostgreSQL is safe beside servers; the embedded database
+ *     refuses a second process that opens its data dir).
+ */
+import { join } from 'node:path';
+import { AccountService } from '../accounts/account-service.js';
+import { AdminService, type AdminOperations } from '../admin/admin-service.js';
+import { listEspeakVoices } from '../audio/engines/espeak.engine.js';
+import type { AppConfig } from '../config/config.js';
+import { readServerFile, serverFilePath } from '../http/server-file.js';
+import { FsBlobStore } from '../storage/blob-store.fs.js';
+import { openDatabase } from '../storage/database.js';
+import { createEngineCatalog } from '../voices/engine-catalog.js';
+import { VoiceService } from '../voices/voice-service.js';
+import { VoiceStore } from '../voices/voice-store.js';
+import { AdminHttpClient } from './admin-http-client.js';
+import { CliError } from './cli-error.js';
+
+/** The operations the CLI runs, and how to let go of what they hold. */
+export interface OperatorConnection {
+  operations: AdminOperations;
+  /** `admin-api` (a running server) or `database` (opened by the CLI itself). */
+  via: 'admin-api' | 'database';
+  close(): Promise<void>;
+}
+
+/** What the CLI was told: explicit server URL and admin token (flags or environment). */
+export interface ConnectOptions {
+  url: string | undefined;
+  adminToken: string | undefined;
+  /** Loaded only when needed (an explicit URL needs no database settings). */
+  config: () => AppConfig;
+}
+
+/** True when a process with this id exists (also when it belongs to another user). */
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function answersHealth(url: string): Promise<boolean> {
+  try {
+    const response = await fetch(`${url.replace(/\/+$/, '')}/healthz`, { signal: AbortSignal.timeout(5000) });
+    await response.arrayBuffer();
+    return response.ok;
+  } catch {
+    return false;
+  }
+}
+
+function viaAdminApi(url: string, adminToken: string): OperatorConnection {
+  return { operations: new AdminHttpClient(url, adminToken), via: 'admin-api', close: async () => {} };
+}
+
+async function viaDatabase(config: AppConfig): Promise<OperatorConnection> {
+  const handle = await openDatabase({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  const accounts = new AccountService(handle.db);
+  const voices = async () =>
+    new VoiceService(
+      new VoiceStore(handle.db),
+      createEngineCatalog({
+        espeak: await listEspeakVoices(),
+        remoteEndpoints: Object.keys(config.remoteEngines),
+      }),
+      new FsBlobStore(join(config.dataDir, 'blobs')),
+    );
+  return { operations: new AdminService(accounts, voices), via: 'database', close: () => handle.close() };
+}
+
+/** Picks the target (see the module comment) and connects to it. */
+export async function connectOperator(options: ConnectOptions): Promise<OperatorConnection> {
+  if (options.url !== undefined) {
+    if (options.adminToken === undefined) {
+      throw new CliError(
+        `the admin API at ${options.url} needs the admin token: pass --admin-token TOKEN or set ADMIN_TOKEN`,
+        2,
+      );
+    }
+    return viaAdminApi(options.url, options.adminToken);
+  }
+  const config = options.config();
+  const server = await readServerFile(config.dataDir);
+  const embedded = config.databaseUrl === undefined;
+  if (server !== undefined && processAlive(server.pid)) {
+    if (await answersHealth(server.url)) {
+      const adminToken = options.adminToken ?? server.adminToken;
+      if (adminToken !== undefined) return viaAdminApi(server.url, adminToken);
+      if (embedded) {
+        throw new CliError(
+          `a voicegen server (pid ${server.pid}, ${server.url}) is running on ${config.dataDir} with its own ` +
+            'ADMIN_TOKEN: pass that token with --admin-token TOKEN or set ADMIN_TOKEN',
+          2,
+        );
+      }
+    } else if (embedded) {
+      throw new CliError(
+        `a voicegen server (pid ${server.pid}) holds ${config.dataDir} but ${server.url} does not answer: ` +
+          `wait until it is ready, or stop it (if no server runs there, remove ${serverFilePath(config.dataDir)})`,
+        2,
+      );
+    }
+  }
+  return viaDatabase(config);
+}

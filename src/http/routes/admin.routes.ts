@@ -1,0 +1,47 @@
+/**
+ * The operator API under /admin (accounts, API keys, voice imports), authenticated by the admin
+ * token alone. `:account` is an account id or name. Without an admin token the routes are not
+ * registered at all, so /admin answers 404 RESOURCE_NOT_FOUND like any unknown path.
+ * Revocation is `POST /admin/keys/:keyId/revoke` (a revoked key stays listed, so it is no delete).
+ */
+import type { FastifyInstance } from 'fastify';
+import type { AdminService } from '../../admin/admin-service.js';
+import { adminAuth } from '../admin-auth.js';
+import { ok, okNoData } from '../envelope.js';
+
+interface AccountParams {
+  account: string;
+}
+
+interface KeyParams {
+  keyId: string;
+}
+
+/** Registers the /admin routes behind `adminToken`; none when it is undefined. */
+export function adminRoutes(admin: AdminService, adminToken: string | undefined) {
+  return async (app: FastifyInstance): Promise<void> => {
+    if (adminToken === undefined) return;
+    app.addHook('onRequest', adminAuth(adminToken));
+
+    app.post('/admin/accounts', async (request) => ok(await admin.createAccount(request.body)));
+
+    app.get('/admin/accounts', async () => ok(await admin.listAccounts()));
+
+    app.post<{ Params: AccountParams }>('/admin/accounts/:account/keys', async (request) =>
+      ok(await admin.createKey(request.params.account)),
+    );
+
+    app.get<{ Params: AccountParams }>('/admin/accounts/:account/keys', async (request) =>
+      ok(await admin.listKeys(request.params.account)),
+    );
+
+    app.post<{ Params: KeyParams }>('/admin/keys/:keyId/revoke', async (request) => {
+      await admin.revokeKey(request.params.keyId);
+      return okNoData();
+    });
+
+    app.post<{ Params: AccountParams }>('/admin/accounts/:account/voices/import', async (request) =>
+      ok(await admin.importVoice(request.params.account, request.body)),
+    );
+  };
+}
