@@ -134,7 +134,7 @@ async function startServer(dataDir: string, env: Record<string, string> = {}): P
       throw new Error(`server did not come up within 120 s: ${stderr}`);
     }
     const info = await readServerFile(dataDir);
-    if (info?.pid === child.pid) {
+    if (info !== undefined && info.pid === child.pid) {
       const healthy = await fetch(`${info.url}/healthz`, { signal: AbortSignal.timeout(5000) }).then(
         (res) => res.ok,
         () => false,

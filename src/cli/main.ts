@@ -28,7 +28,12 @@ const program = new Command('voicegen')
       'VOICEGEN_URL',
     ),
   )
-  .addOption(new Option('--admin-token <token>', 'admin token of that server').env('ADMIN_TOKEN'));
+  .addOption(new Option('--admin-token <token>', 'admin token of that server').env('ADMIN_TOKEN'))
+  .addHelpText(
+    'after',
+    '\nWith a server running on DATA_DIR, commands go through its admin API; otherwise the CLI opens the\n' +
+      'database itself. Exit codes: 0 done, 1 the operation failed, 2 no usable server or database.',
+  );
 
 /** Runs `fn` against the running server's admin API or, without a server, the database. */
 async function withOperations(fn: (operations: AdminOperations) => Promise<void>): Promise<void> {
@@ -139,5 +144,8 @@ program
 program.parseAsync().catch((err: unknown) => {
   const known = err instanceof CliError || err instanceof ConfigError || isAppError(err);
   console.error(`error: ${known || err instanceof Error ? err.message : String(err)}`);
-  process.exit(err instanceof CliError ? err.exitCode : 1);
+  // A data dir held by a process that wrote no server file (e.g. a server still starting) is no target either.
+  const noTarget =
+    err instanceof CliError ? err.exitCode === 2 : err instanceof Error && err.name === 'DataDirLockedError';
+  process.exit(noTarget ? 2 : 1);
 });
