@@ -4,7 +4,7 @@
  * a key starts the pipeline, so it runs once per session build. Idle and failed sessions leave the
  * registry; the next request for their key builds a new session (new cache, new ETag).
  */
-import { StreamSession, type PipelineFactory } from './stream-session.js';
+import { StreamSession, type SessionSource } from './stream-session.js';
 
 /** Options of a registry. */
 export interface SessionRegistryOptions {
@@ -27,13 +27,19 @@ export class SessionRegistry {
   /** Every build not yet destroyed, including failed ones still read by their last requests. */
   private readonly builds = new Set<StreamSession>();
   private runs = 0;
+  private relays = 0;
   private closed = false;
 
   constructor(private readonly options: SessionRegistryOptions) {}
 
-  /** Number of pipelines started since the registry was created (one per session build). */
+  /** Number of pipelines started since the registry was created (one per local session build). */
   get pipelineRuns(): number {
     return this.runs;
+  }
+
+  /** Number of sessions relayed from other nodes since the registry was created. */
+  get relayRuns(): number {
+    return this.relays;
   }
 
   /** Number of sessions currently handed out. */
@@ -47,10 +53,11 @@ export class SessionRegistry {
   }
 
   /**
-   * Returns the session of `key` with a lease on it, creating it (and starting `pipeline`) when
-   * there is none. Synchronous from lookup to lease, so concurrent first requests share one build.
+   * Returns the session of `key` with a lease on it, creating it (and starting `source`) when there
+   * is none. Synchronous from lookup to lease, so concurrent first requests share one build. `kind`
+   * says whether the build runs a pipeline here or relays another node's (metrics).
    */
-  open(key: string, pipeline: PipelineFactory): SessionLease {
+  open(key: string, source: SessionSource, kind: 'pipeline' | 'relay' = 'pipeline'): SessionLease {
     if (this.closed) throw new Error('stream session registry is closed');
     let session = this.sessions.get(key);
     if (session === undefined) {
@@ -58,7 +65,7 @@ export class SessionRegistry {
       session = new StreamSession({
         dir: this.options.dir,
         idleReclaimMs: this.options.idleReclaimMs,
-        pipeline,
+        source,
         hooks: {
           onIdle: (s) => {
             this.forget(key, s);
@@ -72,7 +79,8 @@ export class SessionRegistry {
       });
       this.sessions.set(key, session);
       this.builds.add(session);
-      this.runs++;
+      if (kind === 'pipeline') this.runs++;
+      else this.relays++;
     }
     return { session, release: session.acquire() };
   }

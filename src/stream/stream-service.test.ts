@@ -112,6 +112,7 @@ class Fixture {
       status,
       authToken: `token-${id}`,
       audioUrl: null,
+      workerUrl: null,
       pieces: intervals.map((interval, idx) => ({
         idx,
         interval,
@@ -168,6 +169,7 @@ class Fixture {
       method: 'GET',
       taskId,
       signal: new AbortController().signal,
+      relayed: false,
       ...rest,
       query,
     });

@@ -22,7 +22,15 @@ import {
 import { SessionRegistry } from './session-registry.js';
 import { contentAudio, fullTaskAudio, type PipelineDeps } from './stream-pipeline.js';
 import { parseContentIndex, parseSessionId, requireAuthToken } from './stream-request.js';
-import type { PipelineFactory } from './stream-session.js';
+import type { SessionOwnership } from './session-ownership.js';
+import { ownerUnreachable, RelayRedirect, type RelayTarget, type SessionRelay } from './session-relay.js';
+import {
+  newSessionEtag,
+  pipelineSource,
+  type PipelineFactory,
+  type SessionBuild,
+  type SessionSource,
+} from './stream-session.js';
 
 /** Dependencies and settings of the stream service (wired in src/app.ts). */
 export interface StreamServiceOptions {
@@ -33,6 +41,18 @@ export interface StreamServiceOptions {
   cacheDir: string;
   /** Sliding idle time after which a session is reclaimed (spec §8: 30 minutes). */
   idleReclaimMs: number;
+  /** Scale-out: this node's place in the cluster; absent on a single node. */
+  cluster?: StreamCluster | undefined;
+}
+
+/** A node of a scale-out cluster: its URL, the session ownership leases and the relay to other nodes. */
+export interface StreamCluster {
+  /** This node's URL as the other nodes reach it (what tasks record as their generator). */
+  nodeUrl: string;
+  ownership: SessionOwnership;
+  relay: SessionRelay;
+  /** Retry-After of a request whose owner node is unreachable (about the task lease). */
+  retryAfterSeconds: number;
 }
 
 /** A stream.mp3 request as the HTTP layer hands it over. */
@@ -47,6 +67,8 @@ export interface StreamRequest {
   ifRangeHeader?: string | undefined;
   /** Aborts when the client goes away: stops waiting for a closed range's bytes. */
   signal: AbortSignal;
+  /** Another node relays this session: answer from this node's own session, never relay again. */
+  relayed: boolean;
 }
 
 /** What to send: status, headers and (for GET with audio) the body, already cut to the range. */
@@ -77,6 +99,26 @@ export interface StreamService {
 const MP3 = 'audio/mpeg';
 /** Spec 3.1: only these statuses stream; any other is STREAM_NOT_READY. */
 const STREAMABLE = new Set(['processing', 'generated']);
+
+/** Resolves as `promise` does, or rejects with the abort reason when `signal` aborts first. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted)
+    return Promise.reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}
 
 /** Creates the stream service; call close() on shutdown. */
 export function createStreamService(options: StreamServiceOptions): StreamService {
@@ -171,25 +213,36 @@ class DefaultStreamService implements StreamService {
 
     let key: string;
     let pipeline: PipelineFactory;
+    let contentIndex: number | null;
     if (request.contentIndex === undefined) {
       if (task.audioUrl !== null) return redirect(task.audioUrl);
       if (!STREAMABLE.has(task.status)) throw notReady(task, 'the task');
       const pieces = task.pieces.map(({ idx, interval }) => ({ idx, interval }));
       key = JSON.stringify([task.id, null, i]);
+      contentIndex = null;
       pipeline = (signal) => fullTaskAudio(this.deps, task.id, pieces, signal);
     } else {
       const piece = this.piece(task, request.contentIndex);
       if (piece.audioUrl !== null) return redirect(piece.audioUrl);
       if (!STREAMABLE.has(task.status)) throw notReady(task, `content ${String(piece.idx)}`);
       key = JSON.stringify([task.id, piece.idx, i]);
+      contentIndex = piece.idx;
       pipeline = (signal) => contentAudio(this.deps, task.id, piece.idx, signal);
     }
 
     const registry = await this.sessions();
     if (this.closed) throw new AppError('SYSTEM_INTERNAL_ERROR', 'the stream service is shutting down');
     request.signal.throwIfAborted();
-    const { session, release } = registry.open(key, pipeline);
+    const { source, kind } = this.sourceFor(
+      key,
+      task,
+      { contentIndex, sessionId: i },
+      pipeline,
+      request.relayed,
+    );
+    const { session, release } = registry.open(key, source, kind);
     try {
+      const etag = await untilAborted(session.etag, request.signal);
       // Waits (GET with a closed range only) until the range exists or the session ends; a
       // pipeline failure before any byte of this response is thrown here and becomes JSON.
       const plan = await resolveRangePlan(
@@ -197,7 +250,7 @@ class DefaultStreamService implements StreamService {
           method: request.method,
           rangeHeader: request.rangeHeader,
           ifRangeHeader: request.ifRangeHeader,
-          etag: session.etag,
+          etag,
         },
         session.cache,
         request.signal,
@@ -225,7 +278,68 @@ class DefaultStreamService implements StreamService {
       return { status: plan.status, headers, body };
     } catch (err) {
       release();
+      // The owner node found the task finished meanwhile: pass its redirect on (spec 3.1).
+      if (err instanceof RelayRedirect) return redirect(err.location);
       throw err;
     }
+  }
+
+  /**
+   * Where a new build of `key` comes from. One node: this node's pipeline. Scale-out: the pipeline
+   * runs on the node generating the task (it holds the growing piece audio), under the session's
+   * ownership lease; every other node relays that build. A relay request is always answered from
+   * this node's own session, never relayed again.
+   */
+  private sourceFor(
+    key: string,
+    task: StreamTaskView,
+    target: Pick<RelayTarget, 'contentIndex' | 'sessionId'>,
+    pipeline: PipelineFactory,
+    relayed: boolean,
+  ): { source: SessionSource; kind: 'pipeline' | 'relay' } {
+    const cluster = this.options.cluster;
+    if (cluster === undefined) return { source: pipelineSource(pipeline), kind: 'pipeline' };
+    const generator = task.workerUrl;
+    if (generator !== null && generator !== cluster.nodeUrl) {
+      if (relayed) {
+        const error = ownerUnreachable(
+          cluster.retryAfterSeconds,
+          new Error(`task ${task.id} moved to ${generator}`),
+        );
+        return { source: () => Promise.reject(error), kind: 'pipeline' };
+      }
+      const relayTarget: RelayTarget = { taskId: task.id, ...target, auth: task.authToken };
+      return { source: (signal) => cluster.relay.open(generator, relayTarget, signal), kind: 'relay' };
+    }
+    return { source: (signal) => this.ownedBuild(cluster, key, pipeline, signal), kind: 'pipeline' };
+  }
+
+  /**
+   * A build of this node's pipeline under the session's ownership lease: exactly one node runs a
+   * session's pipeline, and a node that loses the lease stops writing into the session at once.
+   */
+  private async ownedBuild(
+    cluster: StreamCluster,
+    key: string,
+    pipeline: PipelineFactory,
+    signal: AbortSignal,
+  ): Promise<SessionBuild> {
+    const lease = await cluster.ownership.acquire(key, cluster.nodeUrl);
+    if ('heldBy' in lease) {
+      throw ownerUnreachable(
+        cluster.retryAfterSeconds,
+        new Error(`session ${key} is held by ${lease.heldBy.holder} (token ${String(lease.heldBy.token)})`),
+      );
+    }
+    const { owned } = lease;
+    const guarded = AbortSignal.any([signal, owned.lost]);
+    async function* bytes(): AsyncIterable<Uint8Array> {
+      try {
+        yield* pipeline(guarded);
+      } finally {
+        await owned.release().catch(() => undefined); // an expired lease is released by expiry
+      }
+    }
+    return { etag: newSessionEtag(), bytes: bytes() };
   }
 }

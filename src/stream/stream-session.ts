@@ -1,13 +1,33 @@
 /**
  * One stream session (spec §2.2): one build of the audio of a (task, `i`) or (task, content, `i`)
- * key. The pipeline runs once and appends to a disk-backed SessionCache; every request reads from
- * that cache. Each build has its own cache file and its own strong ETag.
+ * key. Its source runs once and appends to a disk-backed SessionCache; every request reads from
+ * that cache. Each build has its own cache file and its own strong ETag. The source is this node's
+ * audio pipeline, or (scale-out) a relay of the build that another node runs, whose ETag it takes.
  */
 import { randomBytes } from 'node:crypto';
 import { FsSessionCache } from './session-cache.fs.js';
 
 /** Produces the MP3 bytes of a session; aborting `signal` stops it. */
 export type PipelineFactory = (signal: AbortSignal) => AsyncIterable<Uint8Array>;
+
+/** What a session build is made of: its strong ETag and its bytes. */
+export interface SessionBuild {
+  etag: string;
+  bytes: AsyncIterable<Uint8Array>;
+}
+
+/** Starts a session build; aborting `signal` stops it. A rejection fails the session before any byte. */
+export type SessionSource = (signal: AbortSignal) => Promise<SessionBuild>;
+
+/** A new strong entity tag for a build (RFC 9110 §8.8.3): base64url characters are all etagc. */
+export function newSessionEtag(): string {
+  return `"${randomBytes(16).toString('base64url')}"`;
+}
+
+/** The source of a build made by this node's own pipeline, with a new ETag. */
+export function pipelineSource(pipeline: PipelineFactory): SessionSource {
+  return (signal) => Promise.resolve({ etag: newSessionEtag(), bytes: pipeline(signal) });
+}
 
 /** How a session tells its owner that it should go away. */
 export interface SessionHooks {
@@ -23,7 +43,7 @@ export interface StreamSessionOptions {
   dir: string;
   /** Sliding idle time after which an unleased session is reclaimed. */
   idleReclaimMs: number;
-  pipeline: PipelineFactory;
+  source: SessionSource;
   hooks: SessionHooks;
 }
 
@@ -31,10 +51,16 @@ function toError(value: unknown): Error {
   return value instanceof Error ? value : new Error(String(value));
 }
 
-/** A session build: its cache, its ETag, its running pipeline and the leases of the requests using it. */
+/** A session build: its cache, its ETag, its running source and the leases of the requests using it. */
 export class StreamSession {
-  /** Strong entity tag of this build (RFC 9110 §8.8.3); a rebuild gets another one. */
-  readonly etag: string;
+  /**
+   * Strong entity tag of this build (RFC 9110 §8.8.3); a rebuild gets another one. Resolves once the
+   * source has started (at once for a local pipeline; when the owner answers for a relay); rejects
+   * with the source's error when it fails before that.
+   */
+  readonly etag: Promise<string>;
+  private resolveEtag: (etag: string) => void = () => undefined;
+  private rejectEtag: (err: Error) => void = () => undefined;
   readonly cache: FsSessionCache;
   /** Settles (never rejects) once the pipeline has ended, whichever way. */
   readonly pipelineDone: Promise<void>;
@@ -47,15 +73,20 @@ export class StreamSession {
   private readonly idleReclaimMs: number;
   private readonly hooks: SessionHooks;
 
-  /** Creates the cache file and starts the pipeline at once. */
+  /** Creates the cache file and starts the source at once. */
   constructor(options: StreamSessionOptions) {
-    const id = randomBytes(16).toString('base64url');
-    // base64url characters are all etagc (RFC 9110 §8.8.3), so the quoted id is a valid strong tag.
-    this.etag = `"${id}"`;
-    this.cache = new FsSessionCache({ dir: options.dir, name: `${id}.mp3` });
+    this.etag = new Promise<string>((resolve, reject) => {
+      this.resolveEtag = resolve;
+      this.rejectEtag = reject;
+    });
+    this.etag.catch(() => undefined); // a failed build is reported to its readers, not as unhandled
+    this.cache = new FsSessionCache({
+      dir: options.dir,
+      name: `${randomBytes(16).toString('base64url')}.mp3`,
+    });
     this.idleReclaimMs = options.idleReclaimMs;
     this.hooks = options.hooks;
-    this.pipelineDone = this.run(options.pipeline);
+    this.pipelineDone = this.run(options.source);
     this.armIdleTimer();
   }
 
@@ -107,14 +138,17 @@ export class StreamSession {
     return this.destroying;
   }
 
-  private async run(pipeline: PipelineFactory): Promise<void> {
+  private async run(source: SessionSource): Promise<void> {
     // Start on a later tick, so that even a synchronous failure reaches an owner that already holds the session.
     await Promise.resolve();
     try {
-      for await (const chunk of pipeline(this.controller.signal)) await this.cache.append(chunk);
+      const build = await source(this.controller.signal);
+      this.resolveEtag(build.etag);
+      for await (const chunk of build.bytes) await this.cache.append(chunk);
       await this.cache.finish();
     } catch (err) {
       const error = toError(err);
+      this.rejectEtag(error);
       this.cache.fail(error);
       if (this.destroying === null) this.hooks.onFailed(this, error);
     } finally {

@@ -19,6 +19,8 @@ export interface StreamTaskView {
   authToken: string;
   /** URL of the merged finished audio (metadata.audio), once stored. */
   audioUrl: string | null;
+  /** URL of the node generating the task (it runs the task's stream sessions in scale-out); null before that. */
+  workerUrl: string | null;
   pieces: StreamPieceView[];
 }
 

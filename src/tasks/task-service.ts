@@ -169,6 +169,7 @@ export class TaskService implements StreamTaskLookup {
       audioUrl: task.audio_key ? this.audioUrl(task.id, task.auth_token, null) : null,
       pieces: pieces.map((p) => {
         const params = JSON.parse(p.params) as PieceParams;
+      workerUrl: null,
         return {
           idx: p.idx,
           interval: params.interval,

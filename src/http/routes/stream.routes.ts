@@ -5,6 +5,7 @@
  * separately: Fastify's automatic HEAD would run the GET handler and follow the stream.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { RELAY_HEADER } from '../../stream/session-relay.js';
 import type { StreamService } from '../../stream/stream-service.js';
 import { ok } from '../envelope.js';
 import { registerRateLimit, type RateLimitStore } from '../rate-limit.js';
@@ -74,6 +75,7 @@ export function streamRoutes(stream: StreamService, options: StreamRouteOptions)
           rangeHeader: header(request.headers.range),
           ifRangeHeader: header(request.headers['if-range']),
           signal,
+          relayed: request.headers[RELAY_HEADER] === '1',
         });
         return sendStreamResponse(reply, response);
       } catch (err) {
