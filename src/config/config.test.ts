@@ -36,6 +36,7 @@ describe('loadConfig: scale-out switch', () => {
     });
     assert.deepEqual(config.scaleOut, {
       redisUrl: 'redis://127.0.0.1:6379',
+      redisPrefix: 'voicegen:',
       nodeUrl: 'http://127.0.0.1:9001',
       s3: {
         endpoint: 'http://127.0.0.1:9000',

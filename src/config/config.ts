@@ -47,6 +47,11 @@ const envSchema = z.object({
     .string()
     .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
     .optional(),
+  /** Prefix of every Redis key and channel, so several deployments can share one Redis server. */
+  REDIS_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'at most 64 of A-Z a-z 0-9 _ . : -')
+    .default('voicegen:'),
   S3_ENDPOINT: z.url().optional(),
   S3_BUCKET: z.string().min(3).max(63).optional(),
   S3_REGION: z.string().min(1).optional(),
@@ -87,6 +92,8 @@ export interface S3Config {
 /** Scale-out mode: N identical nodes on PostgreSQL, Redis and S3-compatible storage. */
 export interface ScaleOutConfig {
   redisUrl: string;
+  /** Prefix of every Redis key and channel of this deployment. */
+  redisPrefix: string;
   s3: S3Config;
   /** This node's base URL as other nodes reach it. */
   nodeUrl: string;
@@ -231,6 +238,7 @@ function parseScaleOut(e: z.infer<typeof envSchema>, problems: string[]): ScaleO
   if (problems.length > before || e.REDIS_URL === undefined || e.S3_BUCKET === undefined) return null;
   return {
     redisUrl: e.REDIS_URL,
+    redisPrefix: e.REDIS_PREFIX,
     nodeUrl: nodeUrl.replace(/\/+$/, ''),
     s3: {
       endpoint: e.S3_ENDPOINT,
