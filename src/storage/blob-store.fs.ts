@@ -5,10 +5,15 @@ import { mkdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { BlobInfo, BlobStore } from './blob-store.js';
+import {
+  assertBlobKey,
+  assertBlobPrefix,
+  assertBlobRange,
+  type BlobInfo,
+  type BlobStore,
+} from './blob-store.js';
 
-const KEY_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._/-]*$/;
-
+/** The embedded BlobStore: one file per key under `root`, written to a temporary name then renamed. */
 export class FsBlobStore implements BlobStore {
   private readonly root: string;
 
@@ -17,22 +22,23 @@ export class FsBlobStore implements BlobStore {
   }
 
   /** Maps a key to a path inside the root; rejects keys that could escape it. */
-  localPath(key: string): string {
-    if (!KEY_PATTERN.test(key) || key.split('/').includes('..')) throw new Error(`invalid blob key: ${key}`);
+  private pathOf(key: string): string {
+    assertBlobKey(key);
     const path = resolve(this.root, key);
     if (!path.startsWith(this.root + sep)) throw new Error(`invalid blob key: ${key}`);
     return path;
   }
 
   async put(key: string, body: Readable | Uint8Array, _contentType: string): Promise<BlobInfo> {
-    const path = this.localPath(key);
-    await mkdir(dirname(path), { recursive: true });
+    const path = this.pathOf(key);
     const tmp = join(dirname(path), `.tmp-${randomUUID()}`);
     try {
+      await mkdir(dirname(path), { recursive: true });
       if (body instanceof Uint8Array) await writeFile(tmp, body);
       else await pipeline(body, createWriteStream(tmp));
       await rename(tmp, path);
     } catch (err) {
+      if (!(body instanceof Uint8Array)) body.destroy();
       await rm(tmp, { force: true });
       throw err;
     }
@@ -43,7 +49,7 @@ export class FsBlobStore implements BlobStore {
 
   async stat(key: string): Promise<BlobInfo | undefined> {
     try {
-      const s = await stat(this.localPath(key));
+      const s = await stat(this.pathOf(key));
       if (!s.isFile()) return undefined;
       return {
         size: s.size,
@@ -51,24 +57,33 @@ export class FsBlobStore implements BlobStore {
         etag: `"${s.size.toString(16)}-${Math.floor(s.mtimeMs).toString(16)}-${s.ino.toString(16)}"`,
       };
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
       throw err;
     }
   }
 
   read(key: string, range?: { start: number; end: number }): Readable {
+    const path = this.pathOf(key);
+    if (range) assertBlobRange(range);
     if (range && range.end < range.start) return Readable.from([]);
-    return createReadStream(this.localPath(key), range ? { start: range.start, end: range.end } : {});
+    return createReadStream(path, range ? { start: range.start, end: range.end } : {});
   }
 
   async delete(key: string): Promise<void> {
-    await unlink(this.localPath(key)).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== 'ENOENT') throw err;
+    await unlink(this.pathOf(key)).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR') throw err;
     });
   }
 
   async deletePrefix(prefix: string): Promise<void> {
-    const path = this.localPath(prefix.replace(/\/+$/, ''));
-    await rm(path, { recursive: true, force: true });
+    assertBlobPrefix(prefix);
+    const path = this.pathOf(prefix.slice(0, -1));
+    // A file named like the folder is a blob whose key does not start with `prefix`: keep it.
+    const found = await stat(path).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return undefined;
+      throw err;
+    });
+    if (found?.isDirectory()) await rm(path, { recursive: true, force: true });
   }
 }
