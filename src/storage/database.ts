@@ -1,33 +1,40 @@
 /**
- * Opens the service database: embedded PGlite under DATA_DIR by default, or a PostgreSQL server when
- * DATABASE_URL is set — one SQL dialect for both, through Kysely, with versioned migrations.
+ * The metadata-store port: one Kysely database (PostgreSQL dialect) with versioned migrations, served
+ * by embedded PGlite under DATA_DIR by default (`database.pglite.ts`) or by a PostgreSQL server when
+ * DATABASE_URL is set (`database.postgres.ts`). Only those two adapters import PGlite or pg; each is
+ * loaded on demand, so a scale-out node never loads the embedded engine and vice versa.
  */
-import { existsSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import { Kysely, Migrator, PostgresDialect, type Dialect, type MigrationProvider } from 'kysely';
-import { PGliteDialect } from 'kysely-pglite-dialect';
-import pg from 'pg';
+import { Migrator, type Kysely, type MigrationProvider } from 'kysely';
 import { migrations } from './migrations/index.js';
 import type { Database } from './schema.js';
 
+/** An open, migrated service database: the Kysely instance the stores share, and how to close it. */
 export interface DatabaseHandle {
   readonly db: Kysely<Database>;
   readonly kind: 'pglite' | 'postgres';
+  /** Closes connections (and, embedded, the engine and the DATA_DIR lock). Safe to call twice. */
   close(): Promise<void>;
 }
 
+/** Where the database lives and how to open it; `databaseUrl` picks the PostgreSQL adapter. */
 export interface OpenDatabaseOptions {
   dataDir: string;
   databaseUrl?: string | undefined;
-  /** A PGlite data-dir dump (from `dumpDataDir`) to start a new embedded database from, skipping initdb. */
+  /** A PGlite data-dir dump (from `createPgliteTemplate`) to start a new embedded database from, skipping initdb. */
   pgliteTemplate?: Blob | File | undefined;
+  /** PostgreSQL: connections in the pool (default 10). */
+  poolSize?: number | undefined;
+  /** PostgreSQL: how long a starting node waits for another node's migration run (default 5 minutes). */
+  migrationLockTimeoutMs?: number | undefined;
 }
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
 
-/** Applies every pending migration; throws with the failing migration's name. */
+/**
+ * Applies every pending migration through Kysely's migrator; throws with the failing migration's
+ * name. Several processes on one PostgreSQL server must go through `openDatabase`, which serialises
+ * them (see database.postgres.ts).
+ */
 export async function migrateToLatest(db: Kysely<Database>): Promise<void> {
   const { error, results } = await new Migrator({ db, provider }).migrateToLatest();
   if (error !== undefined) {
@@ -36,39 +43,16 @@ export async function migrateToLatest(db: Kysely<Database>): Promise<void> {
   }
 }
 
-/** Opens (creating if needed) and migrates the database described by the options. */
+/** Opens (creating if needed) and migrates the database the options describe, with the adapter they select. */
 export async function openDatabase(options: OpenDatabaseOptions): Promise<DatabaseHandle> {
-  let dialect: Dialect;
-  let kind: DatabaseHandle['kind'];
-  let pglite: PGlite | undefined;
   if (options.databaseUrl !== undefined) {
-    dialect = new PostgresDialect({ pool: new pg.Pool({ connectionString: options.databaseUrl, max: 10 }) });
-    kind = 'postgres';
-  } else {
-    const dir = join(options.dataDir, 'db');
-    await mkdir(dir, { recursive: true });
-    // A template only seeds a new database; an existing one is opened as it is.
-    const isNew = !existsSync(join(dir, 'PG_VERSION'));
-    pglite = await PGlite.create(
-      dir,
-      isNew && options.pgliteTemplate ? { loadDataDir: options.pgliteTemplate } : {},
-    );
-    dialect = new PGliteDialect(pglite);
-    kind = 'pglite';
+    const { openPostgresDatabase } = await import('./database.postgres.js');
+    return openPostgresDatabase({
+      url: options.databaseUrl,
+      poolSize: options.poolSize,
+      migrationLockTimeoutMs: options.migrationLockTimeoutMs,
+    });
   }
-  const db = new Kysely<Database>({ dialect });
-  try {
-    await migrateToLatest(db);
-  } catch (err) {
-    await db.destroy();
-    throw err;
-  }
-  return {
-    db,
-    kind,
-    close: async () => {
-      await db.destroy();
-      if (pglite !== undefined && !pglite.closed) await pglite.close();
-    },
-  };
+  const { openPgliteDatabase } = await import('./database.pglite.js');
+  return openPgliteDatabase({ dataDir: options.dataDir, template: options.pgliteTemplate });
 }

@@ -1,0 +1,685 @@
+/**
+ * The metadata-store contract, one suite run against both adapters: embedded PGlite in a temporary
+ * DATA_DIR (seeded from a migrated template instead of initdb) and a fresh database on the real
+ * PostgreSQL test server. Followed by what only one adapter has: concurrent starts of several nodes
+ * on PostgreSQL, and the DATA_DIR lock of the embedded database (in this process, in child processes,
+ * stale locks left by killed processes).
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { hostname, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { sql } from 'kysely';
+import { freshPostgresDatabase } from '../../test/helpers/servers.js';
+import { AccountService } from '../accounts/account-service.js';
+import { isAppError } from '../errors/app-error.js';
+import { SplitterStore } from '../splitter/splitter-store.js';
+import { TaskStore } from '../tasks/task-store.js';
+import { VoiceStore } from '../voices/voice-store.js';
+import {
+  DATA_DIR_LOCK_FILE,
+  DataDirLockedError,
+  acquireDataDirLock,
+  readDataDirLock,
+  staleLockClaimPath,
+} from './data-dir-lock.js';
+import { openDatabase, type DatabaseHandle } from './database.js';
+import { createPgliteTemplate } from './database.pglite.js';
+import { MIGRATION_ADVISORY_LOCK_KEY } from './database.postgres.js';
+import { migrations } from './migrations/index.js';
+import type { TaskRow, VoiceRow } from './schema.js';
+
+/** Generous upper bound for one test on a busy machine; a hang fails instead of blocking the run. */
+const TEST_DEADLINE = { timeout: 120_000 };
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const REPO = resolve(HERE, '../..');
+
+let template: Promise<Blob> | undefined;
+/** One migrated PGlite dump per test run: each embedded database here starts from it (≈0.5 s, no initdb). */
+function pgliteTemplate(): Promise<Blob> {
+  template ??= createPgliteTemplate();
+  return template;
+}
+
+/** A new, empty database of one adapter; `open` may be called again after closing (a restart). */
+interface FreshDatabase {
+  open(options?: { migrationLockTimeoutMs?: number }): Promise<DatabaseHandle>;
+  dispose(): Promise<void>;
+}
+
+interface AdapterUnderTest {
+  kind: DatabaseHandle['kind'];
+  fresh(): Promise<FreshDatabase>;
+}
+
+const pgliteAdapter: AdapterUnderTest = {
+  kind: 'pglite',
+  fresh: async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-db-contract-'));
+    const seed = await pgliteTemplate();
+    return {
+      open: () => openDatabase({ dataDir, pgliteTemplate: seed }),
+      dispose: () => rm(dataDir, { recursive: true, force: true }),
+    };
+  },
+};
+
+const postgresAdapter: AdapterUnderTest = {
+  kind: 'postgres',
+  fresh: async () => {
+    const database = await freshPostgresDatabase();
+    // DATA_DIR is not used with a database URL: a path that does not exist proves it.
+    const dataDir = join(tmpdir(), `voicegen-unused-${randomUUID()}`);
+    return {
+      open: (options) => openDatabase({ dataDir, databaseUrl: database.url, ...options }),
+      dispose: database.drop,
+    };
+  },
+};
+
+async function appliedMigrations(handle: DatabaseHandle): Promise<{ name: string; timestamp: string }[]> {
+  const result = await sql<{
+    name: string;
+    timestamp: string;
+  }>`select name, timestamp from kysely_migration order by name`.execute(handle.db);
+  return result.rows;
+}
+
+function voiceRow(accountId: string, createdAt: Date, values: Partial<VoiceRow> = {}): VoiceRow {
+  return {
+    id: randomUUID(),
+    account_id: accountId,
+    name: 'voice',
+    status: 'ready',
+    version: 'v2.0',
+    language: 'en',
+    description: '',
+    engine: JSON.stringify({ engine: 'espeak', voice: 'en-us' }),
+    with_lora: false,
+    created_at: createdAt,
+    updated_at: createdAt,
+    ...values,
+  };
+}
+
+function taskRow(accountId: string, createdAt: Date, values: Partial<TaskRow> = {}): TaskRow {
+  return {
+    id: randomUUID(),
+    account_id: accountId,
+    status: 'pending',
+    type: 'contents',
+    auth_token: randomUUID().replaceAll('-', ''),
+    request: JSON.stringify({ contents: [{ text: 'hello' }] }),
+    characters: 5,
+    error: null,
+    attempts: 0,
+    lease_token: null,
+    worker_url: null,
+    audio_key: null,
+    duration_seconds: null,
+    created_at: createdAt,
+    updated_at: createdAt,
+    generated_at: null,
+    ...values,
+  };
+}
+
+/** Distinct, increasing creation times (a shared clock would give equal ones). */
+function timeline(count: number): Date[] {
+  const start = Date.UTC(2025, 0, 1);
+  return Array.from({ length: count }, (_, i) => new Date(start + i * 1000));
+}
+
+for (const adapter of [pgliteAdapter, postgresAdapter]) {
+  describe(`metadata store contract: ${adapter.kind}`, () => {
+    let database: FreshDatabase;
+    let handle: DatabaseHandle;
+    let accounts: AccountService;
+    let counter = 0;
+    const newAccountId = async () => (await accounts.createAccount(`acct-${++counter}`)).id;
+
+    before(async () => {
+      database = await adapter.fresh();
+      handle = await database.open();
+      accounts = new AccountService(handle.db);
+    }, TEST_DEADLINE);
+
+    after(async () => {
+      await handle.close();
+      await database.dispose();
+    }, TEST_DEADLINE);
+
+    test('opens the selected adapter with every migration applied once', async () => {
+      assert.equal(handle.kind, adapter.kind);
+      const applied = await appliedMigrations(handle);
+      assert.deepEqual(
+        applied.map((m) => m.name),
+        Object.keys(migrations).sort(),
+      );
+    });
+
+    test('reopening applies nothing again and keeps the data', TEST_DEADLINE, async () => {
+      const applied = await appliedMigrations(handle);
+      const account = await accounts.createAccount('survives-restart');
+      await handle.close();
+      await handle.close(); // closing twice is harmless
+      handle = await database.open();
+      accounts = new AccountService(handle.db);
+      assert.deepEqual(await appliedMigrations(handle), applied);
+      assert.deepEqual(await accounts.getAccount(account.id), account);
+    });
+
+    test('bigint columns and counts come back as text on both adapters', async () => {
+      const result = await sql<{
+        big: unknown;
+        n: unknown;
+      }>`select 9007199254740993::bigint as big, count(*) as n
+        from accounts`.execute(handle.db);
+      const row = result.rows[0];
+      assert.equal(row?.big, '9007199254740993');
+      assert.equal(typeof row?.n, 'string');
+    });
+
+    test('accounts: create, look up, names are unique', async () => {
+      const created = await accounts.createAccount('  alice  ');
+      assert.equal(created.name, 'alice');
+      assert.deepEqual(await accounts.getAccount(created.id), created);
+      assert.deepEqual(await accounts.findAccountByName('alice'), created);
+      assert.deepEqual(await accounts.resolveAccount('alice'), created);
+      await assert.rejects(accounts.createAccount('alice'), (err: unknown) => {
+        assert.ok(isAppError(err));
+        assert.equal(err.code, 'VALIDATION_CONFLICT');
+        return true;
+      });
+      // Racing creations of one name: the unique constraint lets exactly one through.
+      const raced = await Promise.allSettled(
+        Array.from({ length: 5 }, () => accounts.createAccount('raced-name')),
+      );
+      assert.equal(raced.filter((r) => r.status === 'fulfilled').length, 1);
+      const named = (await accounts.listAccounts()).filter((a) => a.name === 'raced-name');
+      assert.equal(named.length, 1);
+    });
+
+    test('API keys: create, list, authenticate, revoke', async () => {
+      const accountId = await newAccountId();
+      const first = await accounts.createKey(accountId);
+      const second = await accounts.createKey(accountId);
+      assert.equal((await accounts.authenticate(first.key)).id, accountId);
+      const listed = await accounts.listKeys(accountId);
+      assert.deepEqual(listed.map((k) => k.id).sort(), [first.info.id, second.info.id].sort());
+      assert.deepEqual(listed.map((k) => k.prefix).sort(), [first.info.prefix, second.info.prefix].sort());
+      assert.ok(listed.every((k) => k.revokedAt === null));
+
+      await accounts.revokeKey(first.info.id);
+      await assert.rejects(accounts.authenticate(first.key), (err: unknown) => {
+        assert.ok(isAppError(err));
+        assert.equal(err.code, 'AUTH_UNAUTHORIZED');
+        return true;
+      });
+      assert.equal((await accounts.authenticate(second.key)).id, accountId);
+      await assert.rejects(accounts.revokeKey(first.info.id), (err: unknown) => {
+        assert.ok(isAppError(err));
+        assert.equal(err.code, 'RESOURCE_NOT_FOUND');
+        return true;
+      });
+      const revoked = (await accounts.listKeys(accountId)).find((k) => k.id === first.info.id);
+      assert.ok(revoked?.revokedAt instanceof Date);
+    });
+
+    test('voices: insert, get, pages newest first with the total, per account', async () => {
+      const voices = new VoiceStore(handle.db);
+      const accountId = await newAccountId();
+      const otherAccountId = await newAccountId();
+      const rows = timeline(5).map((at, i) => voiceRow(accountId, at, { name: `v${i}` }));
+      for (const row of rows) await voices.insert(row);
+      await voices.insert(voiceRow(otherAccountId, new Date()));
+
+      const stored = await voices.get(accountId, rows[0]?.id ?? '');
+      assert.deepEqual(stored, rows[0]);
+      assert.equal(await voices.get(otherAccountId, rows[0]?.id ?? ''), undefined);
+
+      const newestFirst = [...rows].reverse().map((r) => r.name);
+      const page1 = await voices.list(accountId, 2, 0);
+      const page3 = await voices.list(accountId, 2, 4);
+      assert.equal(page1.total, 5);
+      assert.deepEqual(
+        page1.rows.map((r) => r.name),
+        newestFirst.slice(0, 2),
+      );
+      assert.deepEqual(
+        page3.rows.map((r) => r.name),
+        newestFirst.slice(4),
+      );
+      assert.deepEqual(await voices.list(accountId, 2, 10), { rows: [], total: 5 });
+
+      assert.equal(await voices.delete(accountId, rows[4]?.id ?? ''), true);
+      assert.equal(await voices.delete(accountId, rows[4]?.id ?? ''), false);
+      assert.equal((await voices.list(accountId, 10, 0)).total, 4);
+    });
+
+    test('voices: of 20 concurrent version migrations exactly one wins', async () => {
+      const voices = new VoiceStore(handle.db);
+      const accountId = await newAccountId();
+      const row = voiceRow(accountId, new Date(), { version: 'v1.0' });
+      await voices.insert(row);
+      const results = await Promise.all(
+        Array.from({ length: 20 }, () => voices.migrateVersion(accountId, row.id, ['v1.0', 'v2.0'], 'v3.0')),
+      );
+      assert.equal(results.filter(Boolean).length, 1);
+      assert.equal((await voices.get(accountId, row.id))?.version, 'v3.0');
+      // A LoRA voice is never migrated.
+      const lora = voiceRow(accountId, new Date(), { with_lora: true });
+      await voices.insert(lora);
+      assert.equal(await voices.migrateVersion(accountId, lora.id, ['v2.0'], 'v3.0'), false);
+    });
+
+    test('splitters: insert, get, update only over the expected config, delete', async () => {
+      const splitters = new SplitterStore(handle.db);
+      const accountId = await newAccountId();
+      const [createdAt, changedAt] = timeline(2) as [Date, Date];
+      // Key order is data: the config text must come back byte for byte.
+      const config = '{"<B>":{"voiceId":"b"},"<A>":{"voiceId":"a"}}';
+      const row = {
+        id: randomUUID(),
+        account_id: accountId,
+        name: 'dialogue',
+        config,
+        created_at: createdAt,
+        updated_at: createdAt,
+      };
+      await splitters.insert(row);
+      assert.deepEqual(await splitters.get(accountId, row.id), row);
+
+      const next = { name: 'renamed', config: '{"<A>":{"voiceId":"c"}}', updated_at: changedAt };
+      assert.equal(await splitters.update(accountId, row.id, 'not-the-config', next), false);
+      // Concurrent writers that all read the same config: exactly one applies its change.
+      const raced = await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          splitters.update(accountId, row.id, config, { ...next, name: `writer-${i}` }),
+        ),
+      );
+      assert.equal(raced.filter(Boolean).length, 1);
+      const updated = await splitters.get(accountId, row.id);
+      assert.equal(updated?.config, next.config);
+      assert.match(updated?.name ?? '', /^writer-\d$/);
+
+      assert.equal((await splitters.list(accountId, 10, 0)).total, 1);
+      assert.equal(await splitters.delete(accountId, row.id), true);
+      assert.equal(await splitters.get(accountId, row.id), undefined);
+      assert.equal(await splitters.delete(accountId, row.id), false);
+    });
+
+    test('tasks: insert with pieces, get, list newest first filtered by status', async () => {
+      const tasks = new TaskStore(handle.db);
+      const accountId = await newAccountId();
+      const times = timeline(3);
+      const rows = times.map((at, i) =>
+        taskRow(accountId, at, { status: i === 1 ? 'generated' : 'pending', characters: i + 1 }),
+      );
+      for (const task of rows) {
+        await tasks.insert({
+          task,
+          pieces: [0, 1].map((idx) => ({
+            task_id: task.id,
+            idx,
+            text: `piece ${idx}`,
+            voice_id: 'voice',
+            binding: '{}',
+            params: '{}',
+            status: 'pending' as const,
+          })),
+        });
+      }
+      assert.deepEqual(await tasks.get(rows[0]?.id ?? ''), rows[0]);
+      assert.equal(await tasks.get(randomUUID()), undefined);
+      const all = await tasks.list(accountId, 10, 0, undefined);
+      assert.equal(all.total, 3);
+      assert.deepEqual(
+        all.rows.map((r) => r.id),
+        [...rows].reverse().map((r) => r.id),
+      );
+      const pending = await tasks.list(accountId, 1, 0, 'pending');
+      assert.equal(pending.total, 2);
+      assert.deepEqual(
+        pending.rows.map((r) => r.id),
+        [rows[2]?.id],
+      );
+    });
+  });
+}
+
+describe('metadata store on PostgreSQL: several nodes starting at once', () => {
+  test(
+    '4 nodes opening one fresh database all succeed; the schema is applied once',
+    TEST_DEADLINE,
+    async () => {
+      const database = await postgresAdapter.fresh();
+      const handles: DatabaseHandle[] = [];
+      try {
+        const opened = await Promise.allSettled(Array.from({ length: 4 }, () => database.open()));
+        for (const result of opened) if (result.status === 'fulfilled') handles.push(result.value);
+        assert.deepEqual(
+          opened.filter((r) => r.status === 'rejected'),
+          [],
+        );
+        const views = await Promise.all(handles.map((h) => appliedMigrations(h)));
+        assert.deepEqual(
+          views[0]?.map((m) => m.name),
+          Object.keys(migrations).sort(),
+        );
+        for (const view of views) assert.deepEqual(view, views[0]);
+        // Every node sees the whole schema.
+        for (const h of handles) await new AccountService(h.db).listAccounts();
+      } finally {
+        await Promise.all(handles.map((h) => h.close()));
+        await database.dispose();
+      }
+    },
+  );
+
+  test(
+    'a node gives up with a clear error when another holds the migration lock too long',
+    TEST_DEADLINE,
+    async () => {
+      const database = await postgresAdapter.fresh();
+      const first = await database.open();
+      try {
+        await first.db.connection().execute(async (connection) => {
+          await sql`select pg_advisory_lock(${sql.lit(MIGRATION_ADVISORY_LOCK_KEY)})`.execute(connection);
+          try {
+            await assert.rejects(
+              database.open({ migrationLockTimeoutMs: 200 }),
+              /waiting for another node's database migration/,
+            );
+          } finally {
+            await sql`select pg_advisory_unlock(${sql.lit(MIGRATION_ADVISORY_LOCK_KEY)})`.execute(connection);
+          }
+        });
+        const second = await database.open({ migrationLockTimeoutMs: 200 });
+        await second.close();
+      } finally {
+        await first.close();
+        await database.dispose();
+      }
+    },
+  );
+});
+
+/** `promise`, or a rejection after `ms` (the timer is cleared either way). */
+async function withDeadline<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(message)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A node child process running `code` (an ES module; `await import` the .ts sources by absolute path). */
+class ChildNode {
+  readonly process: ChildProcessWithoutNullStreams;
+  readonly exited: Promise<unknown>;
+  readonly #lines: AsyncIterator<string>;
+
+  constructor(code: string) {
+    this.process = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], {
+      cwd: REPO,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    this.process.stderr.resume();
+    this.exited = once(this.process, 'exit');
+    this.#lines = createInterface({ input: this.process.stdout })[Symbol.asyncIterator]();
+  }
+
+  /** The next line the child prints, within a deadline. */
+  async nextLine(timeoutMs = 60_000): Promise<string> {
+    const next = await withDeadline(
+      this.#lines.next(),
+      timeoutMs,
+      `child ${this.process.pid} printed nothing for ${timeoutMs} ms`,
+    );
+    if (next.done === true) throw new Error(`child ${this.process.pid} ended its output`);
+    return next.value;
+  }
+
+  send(line: string): void {
+    this.process.stdin.write(`${line}\n`);
+  }
+
+  /** Ends the child: closes stdin (it exits by itself) or, with a signal, kills it; waits for the exit. */
+  async stop(signal?: NodeJS.Signals): Promise<void> {
+    if (this.process.exitCode === null && this.process.signalCode === null) {
+      if (signal === undefined) this.process.stdin.end();
+      else this.process.kill(signal);
+    }
+    try {
+      await withDeadline(this.exited, 30_000, `child ${this.process.pid} did not exit`);
+    } catch (err) {
+      this.process.kill('SIGKILL');
+      throw err;
+    }
+  }
+}
+
+const source = (file: string) => JSON.stringify(join(HERE, file));
+
+/** Opens DATA_DIR's embedded database, prints "ready", answers "insert NAME" and "count", closes on stdin end. */
+function databaseChild(dataDir: string): ChildNode {
+  return new ChildNode(`
+    const { openDatabase } = await import(${source('database.ts')});
+    const { createInterface } = await import('node:readline');
+    const handle = await openDatabase({ dataDir: ${JSON.stringify(dataDir)} });
+    console.log('ready');
+    for await (const line of createInterface({ input: process.stdin })) {
+      const [command, name] = line.split(' ');
+      if (command === 'insert') {
+        await handle.db.insertInto('accounts').values({ id: name, name, created_at: new Date() }).execute();
+        console.log('inserted');
+      } else if (command === 'count') {
+        const rows = await handle.db.selectFrom('accounts').select('id').execute();
+        console.log('count ' + rows.length);
+      }
+    }
+    await handle.close();
+  `);
+}
+
+/** Waits for "go", takes the DATA_DIR lock, prints "won" or "locked <message>", holds it until stdin ends. */
+function lockChild(dataDir: string): ChildNode {
+  return new ChildNode(`
+    const { acquireDataDirLock } = await import(${source('data-dir-lock.ts')});
+    const { createInterface } = await import('node:readline');
+    const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+    console.log('waiting');
+    await lines.next();
+    let lock;
+    try {
+      lock = await acquireDataDirLock(${JSON.stringify(dataDir)});
+      console.log('won');
+    } catch (err) {
+      console.log('locked ' + err.message);
+    }
+    while (!(await lines.next()).done);
+    await lock?.release();
+  `);
+}
+
+/** The pid of a node process that has exited (what a lock left by a killed process names). */
+async function deadPid(): Promise<number> {
+  const child = spawn(process.execPath, ['-e', '']);
+  const exited = once(child, 'exit');
+  await exited;
+  assert.ok(child.pid !== undefined);
+  return child.pid;
+}
+
+/** Before this process started: a lock with our pid and this time belongs to an earlier process. */
+const BEFORE_THIS_PROCESS = new Date(Date.now() - process.uptime() * 1000 - 1000);
+
+async function writeStaleLock(dataDir: string, pid: number): Promise<string> {
+  const startedAt = BEFORE_THIS_PROCESS.toISOString();
+  const content = `${JSON.stringify({ pid, hostname: hostname(), startedAt, nonce: randomUUID() })}\n`;
+  await writeFile(join(dataDir, DATA_DIR_LOCK_FILE), content);
+  return content;
+}
+
+describe('embedded database: the DATA_DIR lock', () => {
+  const dirs: string[] = [];
+  const children: ChildNode[] = [];
+  /** A DATA_DIR holding a migrated embedded database (seeded from the template, then closed). */
+  const preparedDataDir = async (): Promise<string> => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-db-lock-'));
+    dirs.push(dataDir);
+    const handle = await openDatabase({ dataDir, pgliteTemplate: await pgliteTemplate() });
+    await handle.close();
+    return dataDir;
+  };
+
+  after(async () => {
+    await Promise.all(children.map((c) => c.stop('SIGKILL')));
+    await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
+  }, TEST_DEADLINE);
+
+  test(
+    'a second open in this process is refused; the first keeps working; close releases the lock',
+    TEST_DEADLINE,
+    async () => {
+      const dataDir = await preparedDataDir();
+      assert.equal(await readDataDirLock(dataDir), undefined);
+      const first = await openDatabase({ dataDir });
+      try {
+        assert.equal((await readDataDirLock(dataDir))?.pid, process.pid);
+        await assert.rejects(openDatabase({ dataDir }), (err: unknown) => {
+          assert.ok(err instanceof DataDirLockedError);
+          assert.equal(err.holder.pid, process.pid);
+          assert.match(err.message, /already open in this process/);
+          return true;
+        });
+        await new AccountService(first.db).createAccount('still-works');
+      } finally {
+        await first.close();
+      }
+      assert.equal(await readDataDirLock(dataDir), undefined);
+      assert.deepEqual(
+        (await readdir(dataDir)).filter((n) => n.startsWith(DATA_DIR_LOCK_FILE)),
+        [],
+      );
+      const again = await openDatabase({ dataDir });
+      try {
+        assert.ok(await new AccountService(again.db).findAccountByName('still-works'));
+      } finally {
+        await again.close();
+      }
+    },
+  );
+
+  test(
+    'another process holding DATA_DIR: clear error, its database keeps working; after kill -9 the lock is taken over intact',
+    TEST_DEADLINE,
+    async () => {
+      const dataDir = await preparedDataDir();
+      const child = databaseChild(dataDir);
+      children.push(child);
+      assert.equal(await child.nextLine(), 'ready');
+      child.send('insert from-child');
+      assert.equal(await child.nextLine(), 'inserted');
+
+      const holder = await readDataDirLock(dataDir);
+      assert.deepEqual(holder && { pid: holder.pid, hostname: holder.hostname }, {
+        pid: child.process.pid,
+        hostname: hostname(),
+      });
+      await assert.rejects(openDatabase({ dataDir }), (err: unknown) => {
+        assert.ok(err instanceof DataDirLockedError);
+        assert.match(err.message, new RegExp(`another voicegen process \\(pid ${child.process.pid}\\b`));
+        assert.match(err.message, /stop that process/);
+        assert.match(err.message, /admin API/);
+        return true;
+      });
+      child.send('count');
+      assert.equal(await child.nextLine(), 'count 1');
+
+      // A crash leaves the lock behind; the next start takes it over and finds the data intact.
+      await child.stop('SIGKILL');
+      assert.equal(await readDataDirLock(dataDir), undefined, 'a dead holder does not count');
+      const handle = await openDatabase({ dataDir });
+      try {
+        assert.ok(await new AccountService(handle.db).getAccount('from-child'));
+      } finally {
+        await handle.close();
+      }
+    },
+  );
+
+  test('a stale lock of an exited process is taken over, and released on close', TEST_DEADLINE, async () => {
+    const dataDir = await preparedDataDir();
+    await writeStaleLock(dataDir, await deadPid());
+    assert.equal(await readDataDirLock(dataDir), undefined);
+    const handle = await openDatabase({ dataDir });
+    assert.equal((await readDataDirLock(dataDir))?.pid, process.pid);
+    await handle.close();
+    assert.equal(await readDataDirLock(dataDir), undefined);
+    assert.deepEqual(await readdir(dataDir), ['db']);
+  });
+
+  test('a lock left by an earlier process with our own pid (a restarted container) is stale', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-db-lock-'));
+    dirs.push(dataDir);
+    await writeStaleLock(dataDir, process.pid);
+    const lock = await acquireDataDirLock(dataDir);
+    assert.equal((await readDataDirLock(dataDir))?.startedAt, lock.holder.startedAt);
+    await lock.release();
+  });
+
+  test('of 4 processes taking over one stale lock at once, exactly one wins', TEST_DEADLINE, async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-db-lock-'));
+    dirs.push(dataDir);
+    await writeStaleLock(dataDir, await deadPid());
+    const racers = Array.from({ length: 4 }, () => lockChild(dataDir));
+    children.push(...racers);
+    for (const racer of racers) assert.equal(await racer.nextLine(), 'waiting');
+    for (const racer of racers) racer.send('go');
+    const outcomes = await Promise.all(racers.map((r) => r.nextLine()));
+    const winners = racers.filter((_, i) => outcomes[i] === 'won');
+    assert.equal(winners.length, 1, outcomes.join('\n'));
+    const winnerPid = winners[0]?.process.pid;
+    for (const outcome of outcomes.filter((o) => o !== 'won'))
+      assert.match(outcome, new RegExp(`^locked .*another voicegen process \\(pid ${winnerPid}\\b`));
+    assert.equal((await readDataDirLock(dataDir))?.pid, winnerPid);
+    await Promise.all(racers.map((r) => r.stop()));
+    assert.equal(await readDataDirLock(dataDir), undefined);
+  });
+
+  test('a process killed in the middle of a takeover does not block the next one', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-db-lock-'));
+    dirs.push(dataDir);
+    const stale = await writeStaleLock(dataDir, await deadPid());
+    // The dead claimant's claim file names a process that is gone too.
+    const claim = `${JSON.stringify({ pid: await deadPid(), hostname: hostname(), startedAt: new Date().toISOString(), nonce: randomUUID() })}\n`;
+    await writeFile(staleLockClaimPath(dataDir, stale), claim);
+    const lock = await acquireDataDirLock(dataDir);
+    assert.deepEqual(await readdir(dataDir), [DATA_DIR_LOCK_FILE]);
+    await lock.release();
+    assert.deepEqual(await readdir(dataDir), []);
+  });
+
+  test('a failed open releases the lock', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-db-lock-'));
+    dirs.push(dataDir);
+    await writeFile(join(dataDir, 'db'), 'not a directory');
+    await assert.rejects(openDatabase({ dataDir }));
+    assert.equal(await readDataDirLock(dataDir), undefined);
+    assert.deepEqual(await readdir(dataDir), ['db']);
+  });
+});
