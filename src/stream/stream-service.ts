@@ -19,7 +19,7 @@ import {
   resolveRangePlan,
   type ResponsePlan,
 } from './range-plan.js';
-import { SessionRegistry } from './session-registry.js';
+import { SessionRegistry, type SessionLease } from './session-registry.js';
 import { contentAudio, fullTaskAudio, type PipelineDeps } from './stream-pipeline.js';
 import { parseContentIndex, parseSessionId, requireAuthToken } from './stream-request.js';
 import type { SessionOwnership } from './session-ownership.js';
@@ -90,6 +90,8 @@ export interface StreamService {
     contentIndex: string,
     query: Readonly<Record<string, unknown>>,
   ): Promise<StreamResponse>;
+  /** The MP3 bytes of a content piece's session from byte 0, live (one-shot synthesis); no auth check. */
+  contentBytes(taskId: string, contentIndex: number, signal: AbortSignal): Promise<Readable>;
   /** Pipelines started since the service was created (one per session build). */
   pipelineRuns(): number;
   /** Destroys every session (pipelines aborted, cache files deleted, timers cleared). */
@@ -211,36 +213,18 @@ class DefaultStreamService implements StreamService {
     const disposition = contentDispositionFromQuery(query['response-content-disposition']);
     const task = await this.authorize(request.taskId, query);
 
-    let key: string;
-    let pipeline: PipelineFactory;
-    let contentIndex: number | null;
+    let contentIndex: number | null = null;
     if (request.contentIndex === undefined) {
       if (task.audioUrl !== null) return redirect(task.audioUrl);
       if (!STREAMABLE.has(task.status)) throw notReady(task, 'the task');
-      const pieces = task.pieces.map(({ idx, interval }) => ({ idx, interval }));
-      key = JSON.stringify([task.id, null, i]);
-      contentIndex = null;
-      pipeline = (signal) => fullTaskAudio(this.deps, task.id, pieces, signal);
     } else {
       const piece = this.piece(task, request.contentIndex);
       if (piece.audioUrl !== null) return redirect(piece.audioUrl);
       if (!STREAMABLE.has(task.status)) throw notReady(task, `content ${String(piece.idx)}`);
-      key = JSON.stringify([task.id, piece.idx, i]);
       contentIndex = piece.idx;
-      pipeline = (signal) => contentAudio(this.deps, task.id, piece.idx, signal);
     }
-
-    const registry = await this.sessions();
-    if (this.closed) throw new AppError('SYSTEM_INTERNAL_ERROR', 'the stream service is shutting down');
     request.signal.throwIfAborted();
-    const { source, kind } = this.sourceFor(
-      key,
-      task,
-      { contentIndex, sessionId: i },
-      pipeline,
-      request.relayed,
-    );
-    const { session, release } = registry.open(key, source, kind);
+    const { session, release } = await this.openSession(task, contentIndex, i, request.relayed);
     try {
       const etag = await untilAborted(session.etag, request.signal);
       // Waits (GET with a closed range only) until the range exists or the session ends; a
@@ -282,6 +266,45 @@ class DefaultStreamService implements StreamService {
       if (err instanceof RelayRedirect) return redirect(err.location);
       throw err;
     }
+  }
+
+  /**
+   * Reads a content piece's session (`i` = '') from its first byte to its end, live: one-shot
+   * synthesis answers with these bytes, so they come from whichever node generates the task.
+   */
+  async contentBytes(taskId: string, contentIndex: number, signal: AbortSignal): Promise<Readable> {
+    const task = await this.options.tasks.streamView(taskId);
+    const { session, release } = await this.openSession(task, contentIndex, '', false);
+    try {
+      await untilAborted(session.etag, signal);
+      const body = session.cache.createReadStream(0, null, signal);
+      body.once('close', release);
+      return body;
+    } catch (err) {
+      release();
+      throw err;
+    }
+  }
+
+  /** The session of (task, content, `i`) with a lease for one request, started if there is none. */
+  private async openSession(
+    task: StreamTaskView,
+    contentIndex: number | null,
+    i: string,
+    relayed: boolean,
+  ): Promise<SessionLease> {
+    const registry = await this.sessions();
+    if (this.closed) throw new AppError('SYSTEM_INTERNAL_ERROR', 'the stream service is shutting down');
+    const key = JSON.stringify([task.id, contentIndex, i]);
+    let pipeline: PipelineFactory;
+    if (contentIndex === null) {
+      const pieces = task.pieces.map(({ idx, interval }) => ({ idx, interval }));
+      pipeline = (signal) => fullTaskAudio(this.deps, task.id, pieces, signal);
+    } else {
+      pipeline = (signal) => contentAudio(this.deps, task.id, contentIndex, signal);
+    }
+    const { source, kind } = this.sourceFor(key, task, { contentIndex, sessionId: i }, pipeline, relayed);
+    return registry.open(key, source, kind);
   }
 
   /**

@@ -9,11 +9,7 @@
  * No HTTP here: the routes live in src/http/routes/simple-generate.routes.ts.
  */
 import type { Readable } from 'node:stream';
-import { encodePiece } from '../audio/continuous-encoder.js';
-import type { EncoderPool } from '../audio/encoder-pool.js';
-import { pcmChunks } from '../audio/pcm-stream.js';
 import { AppError, errors, isAppError } from '../errors/app-error.js';
-import type { PieceAudioSource } from './piece-audio.js';
 import type { TaskEvents } from './task-events.js';
 import type { TaskDetailView, TaskService } from './task-service.js';
 
@@ -57,8 +53,11 @@ export interface OneShotAudio {
 export interface OneShotDeps {
   tasks: TaskService;
   events: TaskEvents;
-  pieceAudio: PieceAudioSource;
-  encoders: EncoderPool;
+  /**
+   * The MP3 of a content piece from its first byte, live while it is synthesised: the piece's
+   * stream session, so the bytes come from whichever node generates the task.
+   */
+  contentAudio(taskId: string, contentIndex: number, signal: AbortSignal): Promise<Readable>;
 }
 
 /** Fields of the content item whose query-string values are numbers. */
@@ -167,15 +166,15 @@ export class OneShotService {
       billing: task.billing,
       estimatedDuration: task.estimatedDuration,
     };
-    let pcm: Readable | undefined;
+    let bytes: Readable | undefined;
     let mp3: AsyncIterator<Uint8Array> | undefined;
     let first: IteratorResult<Uint8Array>;
     try {
-      pcm = await this.deps.pieceAudio.openPiece(task.id, 0, signal);
-      mp3 = encodePiece(pcmChunks(pcm), this.deps.encoders.open(), signal)[Symbol.asyncIterator]();
+      bytes = await this.deps.contentAudio(task.id, 0, signal);
+      mp3 = (bytes as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
       first = await mp3.next();
     } catch (err) {
-      pcm?.destroy();
+      bytes?.destroy();
       await mp3?.return?.();
       throw await this.explain(accountId, task.id, err, signal);
     }
