@@ -170,7 +170,15 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
     await scope.register(splitterRoutes(splitters, config.limits));
     await scope.register(taskRoutes(tasks, splitters));
-    await scope.register(simpleGenerateRoutes(new OneShotService({ tasks, events, pieceAudio, encoders })));
+    await scope.register(
+      simpleGenerateRoutes(
+        new OneShotService({
+          tasks,
+          events,
+          contentAudio: (taskId, idx, signal) => stream.contentBytes(taskId, idx, signal),
+        }),
+      ),
+    );
   });
 
   await http.ready();
