@@ -167,9 +167,9 @@ export class TaskService implements StreamTaskLookup {
       status: task.status,
       authToken: task.auth_token,
       audioUrl: task.audio_key ? this.audioUrl(task.id, task.auth_token, null) : null,
+      workerUrl: null,
       pieces: pieces.map((p) => {
         const params = JSON.parse(p.params) as PieceParams;
-      workerUrl: null,
         return {
           idx: p.idx,
           interval: params.interval,
