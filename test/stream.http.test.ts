@@ -5,13 +5,7 @@
 // (remote engine) whose pacing and failures each test controls.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import {
-  createServer,
-  request as httpRequest,
-  type IncomingHttpHeaders,
-  type IncomingMessage,
-  type ServerResponse,
-} from 'node:http';
+import { createServer, request as httpRequest, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -20,65 +14,13 @@ import { encodePiece } from '../src/audio/continuous-encoder.js';
 import { CANONICAL_RATE } from '../src/audio/pcm.js';
 import type { TaskDetailView } from '../src/tasks/task-service.js';
 import { ffmpegErrors, probeAudio } from './helpers/audio-check.js';
+import { send, type Reply, type RequestOptions } from './helpers/http-client.js';
 import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
 
 /** Two MP3 frames at 44.1 kHz: the duration tolerance of the issue. */
 const TWO_FRAMES = (2 * 1152) / 44100;
 const FORBIDDEN_HEADERS = ['x-service-audio-id', 'x-service-response-data'];
 const REQUEST_ID = 'x-service-app-request-id';
-
-// ---------------------------------------------------------------------------------------------
-// HTTP client: node:http, one connection per request, reporting a body cut by the server.
-
-interface Reply {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-  /** The server ended the connection before the body was complete (no terminating chunk). */
-  truncated: boolean;
-  /** Milliseconds until the response headers arrived. */
-  headersMs: number;
-}
-
-interface RequestOptions {
-  method?: 'GET' | 'HEAD';
-  headers?: Record<string, string>;
-  /** Client side: drop the connection once this many body bytes arrived. */
-  dropAfter?: number;
-}
-
-function send(url: string, options: RequestOptions = {}): Promise<Reply> {
-  const started = Date.now();
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { method: options.method ?? 'GET', headers: options.headers, agent: false });
-    req.on('error', reject);
-    req.on('response', (res: IncomingMessage) => {
-      const headersMs = Date.now() - started;
-      const parts: Buffer[] = [];
-      let received = 0;
-      let dropped = false;
-      res.on('data', (chunk: Buffer) => {
-        parts.push(chunk);
-        received += chunk.length;
-        if (options.dropAfter !== undefined && received >= options.dropAfter && !dropped) {
-          dropped = true;
-          req.destroy();
-        }
-      });
-      res.on('error', () => undefined); // a cut body is reported through `complete` below
-      res.on('close', () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          headers: res.headers,
-          body: Buffer.concat(parts),
-          truncated: !res.complete && !dropped,
-          headersMs,
-        }),
-      );
-    });
-    req.end();
-  });
-}
 
 const json = <T>(reply: Reply): T => JSON.parse(reply.body.toString('utf8')) as T;
 const sha = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
