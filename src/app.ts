@@ -30,6 +30,7 @@ import { FsBlobStore } from './storage/blob-store.fs.js';
 import { OneShotService } from './tasks/one-shot.js';
 import { PieceAudioStore } from './tasks/piece-audio.js';
 import { MemoryTaskEvents } from './tasks/task-events.memory.js';
+import { MemoryTaskQueue } from './tasks/task-queue.memory.js';
 import { TaskRunner } from './tasks/task-runner.js';
 import { TaskService } from './tasks/task-service.js';
 import { TaskStore } from './tasks/task-store.js';
@@ -113,6 +114,8 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   const rateLimitStore: RateLimitStore = { kind: 'memory' };
   const runner = new TaskRunner({
     store: taskStore,
+    queue: new MemoryTaskQueue(),
+    workerUrl: config.publicUrl,
     pieceAudio,
     blobs,
     encoders,
@@ -121,8 +124,8 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     concurrency: config.generationConcurrency,
     log: http.log,
   });
-  const tasks = new TaskService(taskStore, voices, blobs, pieceAudio, config.limits, config.publicUrl, () =>
-    runner.wake(),
+  const tasks = new TaskService(taskStore, voices, blobs, pieceAudio, config.limits, config.publicUrl, (id) =>
+    runner.enqueue(id),
   );
 
   const stream = createStreamService({

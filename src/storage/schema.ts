@@ -65,6 +65,10 @@ export interface TasksTable {
   error: string | null;
   /** Generation attempts started; a task that keeps crashing the worker is failed, not retried forever. */
   attempts: number;
+  /** Fencing token of the delivery that last claimed the task; the runner's writes require it. */
+  lease_token: string | null;
+  /** Base URL of the node that last claimed the task (where its growing audio lives). */
+  worker_url: string | null;
   /** Blob key of the merged finished audio, once stored. */
   audio_key: string | null;
   duration_seconds: number | null;

@@ -1,9 +1,12 @@
 /**
- * Drives generation: claims pending tasks from the durable queue (the tasks table) up to a
- * concurrency bound, synthesises each piece in order into its growing PCM file (readable by stream
- * sessions while it grows), encodes each finished piece to MP3, then the merged audio through one
- * continuous encoder, stored atomically. On start, tasks a stopped process left processing are
- * resumed (finished pieces are kept) or failed after too many attempts — never left processing.
+ * Drives generation: takes task deliveries from the TaskQueue (under a lease, at most `concurrency`
+ * at once on this node), claims each in the database with the lease's fencing token, synthesises
+ * each piece in order into its growing PCM file (readable by stream sessions while it grows),
+ * encodes each finished piece to MP3, then the merged audio through one continuous encoder, stored
+ * atomically. Every database write is fenced by the token: a holder whose lease was lost (and the
+ * task delivered again elsewhere) stops at its next write without touching the task. On start,
+ * every unfinished task is queued (the queue never steals a live lease), so tasks a stopped process
+ * left processing resume — finished pieces are kept — or fail after too many attempts.
  */
 import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
@@ -20,6 +23,7 @@ import { voiceBindingSchema, type VoiceBinding } from '../voices/voice-binding.j
 import type { PieceParams } from './generate-request.js';
 import type { PieceAudioStore } from './piece-audio.js';
 import type { TaskEvents } from './task-events.js';
+import { LeaseLostError, QueueClosingError, type TaskLease, type TaskQueue } from './task-queue.js';
 import type { TaskStore } from './task-store.js';
 
 /** A task interrupted this many times (crash, restart) is failed instead of retried again. */
@@ -27,6 +31,10 @@ export const MAX_ATTEMPTS = 3;
 
 export interface TaskRunnerDeps {
   store: TaskStore;
+  /** Who generates what: deliveries under leases (in-process or shared by every node). */
+  queue: TaskQueue;
+  /** This node's base URL, recorded on each task it claims. */
+  workerUrl: string;
   pieceAudio: PieceAudioStore;
   blobs: BlobStore;
   encoders: EncoderPool;
@@ -36,82 +44,71 @@ export interface TaskRunnerDeps {
   log: Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>;
 }
 
+/** The generation worker of one node: consumes the TaskQueue and writes under the lease's token. */
 export class TaskRunner {
-  private readonly running = new Map<string, { controller: AbortController; done: Promise<void> }>();
-  private stopped = false;
-  private pumping = false;
-  private pumpAgain = false;
-
   constructor(private readonly deps: TaskRunnerDeps) {}
 
-  /** Recovers interrupted tasks, then starts working through the queue. */
+  /** Queues every unfinished task (interrupted ones resume), then starts taking deliveries. */
   async start(): Promise<void> {
-    const { requeued, failed } = await this.deps.store.recoverInterrupted(MAX_ATTEMPTS);
-    if (requeued + failed > 0)
-      this.deps.log.warn({ requeued, failed }, 'recovered interrupted generation tasks');
-    this.wake();
+    const unfinished = await this.deps.store.unfinishedIds();
+    await this.deps.queue.enqueue(unfinished);
+    if (unfinished.length > 0)
+      this.deps.log.info({ tasks: unfinished.length }, 'queued unfinished generation tasks');
+    await this.deps.queue.start((lease) => this.handle(lease), this.deps.concurrency);
   }
 
-  /** Number of tasks being generated right now. */
+  /** Number of tasks being generated on this node right now. */
   get active(): number {
-    return this.running.size;
+    return this.deps.queue.active;
   }
 
-  /** Looks for work; called when a task is queued and whenever a slot frees up. */
-  wake(): void {
-    if (this.stopped) return;
-    if (this.pumping) {
-      this.pumpAgain = true;
+  /** Queues a new task (TaskService calls this after inserting it). */
+  async enqueue(taskId: string): Promise<void> {
+    await this.deps.queue.enqueue([taskId]);
+  }
+
+  /** Stops taking work and interrupts running tasks; they stay processing and are delivered again. */
+  async stop(): Promise<void> {
+    await this.deps.queue.close();
+  }
+
+  /** One delivery: claim the task under the lease token, then generate it (never throws). */
+  private async handle(lease: TaskLease): Promise<void> {
+    const { store, events, log, workerUrl } = this.deps;
+    if (lease.signal.aborted) return; // interrupted before it began: no attempt to count
+    let task: TaskRow | undefined;
+    try {
+      task = await store.claim(lease.taskId, lease.token, workerUrl);
+    } catch (err) {
+      // Left as it is: queued again when a runner starts.
+      log.error({ err, taskId: lease.taskId }, 'could not claim a generation task');
       return;
     }
-    this.pumping = true;
-    void this.pump().finally(() => {
-      this.pumping = false;
-      if (this.pumpAgain) {
-        this.pumpAgain = false;
-        this.wake();
-      }
-    });
-  }
-
-  private async pump(): Promise<void> {
-    while (!this.stopped && this.running.size < this.deps.concurrency) {
-      let task: TaskRow | undefined;
-      try {
-        task = await this.deps.store.claimNext();
-      } catch (err) {
-        if (!this.stopped) this.deps.log.error({ err }, 'could not claim a generation task');
-        return;
-      }
-      if (!task) return;
-      const claimed = task;
-      const controller = new AbortController();
-      const done = this.generate(claimed, controller.signal).finally(() => {
-        this.running.delete(claimed.id);
-        this.wake();
-      });
-      this.running.set(claimed.id, { controller, done });
+    if (task === undefined) return; // deleted or finished meanwhile: nothing to do
+    if (task.attempts > MAX_ATTEMPTS) {
+      await store
+        .markFailed(task.id, `generation was interrupted ${task.attempts - 1} times`, undefined, lease.token)
+        .then(
+          () => log.warn({ taskId: task.id }, 'generation task failed after too many interrupted attempts'),
+          (err: unknown) => log.error({ err, taskId: task.id }, 'could not mark task failed'),
+        );
+      events.changed(task.id);
+      return;
     }
+    await this.generate(task, lease);
   }
 
-  /** Stops taking work and interrupts running tasks; they stay processing and resume on next start. */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    const all = [...this.running.values()];
-    for (const { controller } of all) controller.abort(new Error('service is shutting down'));
-    await Promise.allSettled(all.map((r) => r.done));
-  }
-
-  private async generate(task: TaskRow, signal: AbortSignal): Promise<void> {
+  private async generate(task: TaskRow, lease: TaskLease): Promise<void> {
     const { store, events, log } = this.deps;
-    this.deps.events.changed(task.id);
+    const { signal, token } = lease;
+    events.changed(task.id);
     let current: number | undefined;
     try {
       const pieces = await store.pieces(task.id);
       for (const piece of pieces) {
         if (piece.status === 'generated') continue;
         current = piece.idx;
-        await this.generatePiece(task, piece, signal);
+        await this.generatePiece(task, piece, lease);
       }
       current = undefined;
       const totalSamples = (await store.pieces(task.id)).reduce(
@@ -121,26 +118,36 @@ export class TaskRunner {
       // Merged audio first, then `generated`: a generated task is complete, so a delete cannot race
       // the merged write (orphan blob), and a stop in between resumes the task instead of leaving
       // it generated without metadata.audio for good.
-      await this.storeMergedAudio(task, pieces, signal);
-      await store.markGenerated(task.id, totalSamples / CANONICAL_RATE);
+      await this.storeMergedAudio(task, pieces, lease);
+      await store.markGenerated(task.id, totalSamples / CANONICAL_RATE, token);
       events.changed(task.id);
       log.info({ taskId: task.id, pieces: pieces.length }, 'task generated');
     } catch (err) {
-      if (signal.aborted && this.stopped) return; // left processing: resumed on next start
+      // Lease lost or queue closing: the task is someone else's now, or is delivered again later.
+      if (err instanceof LeaseLostError || signal.aborted) {
+        if (!(signal.reason instanceof QueueClosingError))
+          log.warn(
+            { taskId: task.id, piece: current, reason: String(signal.reason ?? err) },
+            'generation lease lost',
+          );
+        return;
+      }
       const message = isAppError(err) ? err.message : 'internal error during generation';
       log.error({ err, taskId: task.id, piece: current }, 'generation failed');
-      await store
-        .markFailed(task.id, message, current)
-        .catch((e: unknown) => log.error({ err: e }, 'could not mark task failed'));
+      await store.markFailed(task.id, message, current, token).catch((e: unknown) => {
+        if (e instanceof LeaseLostError) log.warn({ taskId: task.id }, 'generation lease lost');
+        else log.error({ err: e }, 'could not mark task failed');
+      });
       events.changed(task.id);
     }
   }
 
-  private async generatePiece(task: TaskRow, piece: TaskContentRow, signal: AbortSignal): Promise<void> {
+  private async generatePiece(task: TaskRow, piece: TaskContentRow, lease: TaskLease): Promise<void> {
     const { store, pieceAudio, blobs, encoders } = this.deps;
+    const { signal, token } = lease;
     const params = JSON.parse(piece.params) as PieceParams;
     const binding = voiceBindingSchema.parse(JSON.parse(piece.binding));
-    await store.setPieceStatus(task.id, piece.idx, 'processing');
+    await store.setPieceStatus(task.id, piece.idx, 'processing', token);
     const writer = await pieceAudio.startPiece(task.id, piece.idx);
     let samples = 0;
     try {
@@ -170,7 +177,7 @@ export class TaskRunner {
       signal,
     );
     await blobs.put(key, Readable.from(mp3), 'audio/mpeg');
-    await store.pieceGenerated(task.id, piece.idx, samples, key);
+    await store.pieceGenerated(task.id, piece.idx, samples, key, token);
     pieceAudio.pieceRecorded(task.id, piece.idx);
   }
 
@@ -178,7 +185,7 @@ export class TaskRunner {
   private async storeMergedAudio(
     task: TaskRow,
     pieces: TaskContentRow[],
-    signal: AbortSignal,
+    { signal, token }: TaskLease,
   ): Promise<void> {
     const { pieceAudio, blobs, encoders, store } = this.deps;
     // Lazily: one piece file open at a time.
@@ -192,7 +199,7 @@ export class TaskRunner {
     };
     const key = `tasks/${task.id}/audio.mp3`;
     await blobs.put(key, Readable.from(encodeContinuous(sources(), encoders.open(), signal)), 'audio/mpeg');
-    await store.setAudio(task.id, key);
+    await store.setAudio(task.id, key, token);
   }
 }
 

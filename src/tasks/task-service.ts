@@ -72,8 +72,8 @@ export class TaskService implements StreamTaskLookup {
     private readonly pieceAudio: PieceAudioStore,
     private readonly limits: GenerateLimits,
     private readonly publicUrl: string,
-    /** Called after a task is queued, to wake the runner. */
-    private readonly onQueued: () => void,
+    /** Called after a task is inserted, to queue it for generation. */
+    private readonly onQueued: (taskId: string) => Promise<void>,
   ) {}
 
   /** Validates and queues a task; voices must exist in the caller's account. */
@@ -98,6 +98,8 @@ export class TaskService implements StreamTaskLookup {
       characters,
       error: null,
       attempts: 0,
+      lease_token: null,
+      worker_url: null,
       audio_key: null,
       duration_seconds: null,
       created_at: now,
@@ -117,7 +119,7 @@ export class TaskService implements StreamTaskLookup {
       generated_at: null,
     }));
     await this.store.insert({ task, pieces });
-    this.onQueued();
+    await this.onQueued(id);
     return this.detailView(task, await this.store.pieces(id), false);
   }
 

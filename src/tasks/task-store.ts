@@ -1,5 +1,9 @@
-/** Database access for generation tasks and their pieces; the tasks table is the durable queue. */
-import { sql, type Insertable, type Kysely } from 'kysely';
+/**
+ * Database access for generation tasks and their pieces. The tasks table is the durable record of
+ * work (the TaskQueue only says who works on what now); the runner's writes are fenced by the
+ * lease token recorded when it claimed the task.
+ */
+import type { Insertable, Kysely, Transaction } from 'kysely';
 import { fetchPage } from '../storage/paging.js';
 import type {
   Database,
@@ -9,6 +13,7 @@ import type {
   TaskRow,
   TaskStatus,
 } from '../storage/schema.js';
+import { LeaseLostError } from './task-queue.js';
 
 export interface NewTask {
   task: TaskRow;
@@ -70,58 +75,79 @@ export class TaskStore {
     return result.numDeletedRows > 0n;
   }
 
-  /** Takes the oldest pending task and marks it processing, atomically (SKIP LOCKED for several nodes). */
-  async claimNext(): Promise<TaskRow | undefined> {
-    const result = await sql<TaskRow>`
-      update tasks set status = 'processing', attempts = attempts + 1, updated_at = now()
-      where id = (
-        select id from tasks where status = 'pending' order by created_at, id limit 1 for update skip locked
-      )
-      returning *`.execute(this.db);
-    return result.rows[0];
+  /** Ids of every task not finished yet (pending or processing), oldest first: the work to queue at start. */
+  async unfinishedIds(): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('tasks')
+      .select('id')
+      .where('status', 'in', ['pending', 'processing'])
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    return rows.map((r) => r.id);
   }
 
   /**
-   * Start-up recovery: tasks left processing by a stopped process go back to pending (their
-   * unfinished pieces restart), unless they were already tried `maxAttempts` times.
+   * Claims a delivered task for the lease `token`: marks it processing, counts the attempt and
+   * records the token (every later write of the runner requires it) and the holder's URL. Pieces an
+   * earlier holder left processing restart. Undefined when the task is gone or already finished.
    */
-  async recoverInterrupted(maxAttempts: number): Promise<{ requeued: number; failed: number }> {
-    const now = new Date();
-    const failed = await this.db
-      .updateTable('tasks')
-      .set({ status: 'failed', error: `generation was interrupted ${maxAttempts} times`, updated_at: now })
-      .where('status', '=', 'processing')
-      .where('attempts', '>=', maxAttempts)
-      .executeTakeFirst();
-    const requeued = await this.db
-      .updateTable('tasks')
-      .set({ status: 'pending', updated_at: now })
-      .where('status', '=', 'processing')
-      .executeTakeFirst();
-    await this.db
-      .updateTable('task_contents')
-      .set({ status: 'pending' })
-      .where('status', '=', 'processing')
-      .execute();
-    return { requeued: Number(requeued.numUpdatedRows), failed: Number(failed.numUpdatedRows) };
+  async claim(taskId: string, token: string, workerUrl: string): Promise<TaskRow | undefined> {
+    return this.db.transaction().execute(async (trx) => {
+      const task = await trx
+        .updateTable('tasks')
+        .set((eb) => ({
+          status: 'processing',
+          attempts: eb('attempts', '+', 1),
+          lease_token: token,
+          worker_url: workerUrl,
+          updated_at: new Date(),
+        }))
+        .where('id', '=', taskId)
+        .where('status', 'in', ['pending', 'processing'])
+        .returningAll()
+        .executeTakeFirst();
+      if (task === undefined) return undefined;
+      await trx
+        .updateTable('task_contents')
+        .set({ status: 'pending' })
+        .where('task_id', '=', taskId)
+        .where('status', '=', 'processing')
+        .execute();
+      return task;
+    });
   }
 
-  async setPieceStatus(taskId: string, idx: number, status: PieceStatus): Promise<void> {
-    await this.db
-      .updateTable('task_contents')
-      .set({ status })
-      .where('task_id', '=', taskId)
-      .where('idx', '=', idx)
-      .execute();
+  /** Fenced: a piece's status, while `token` still holds the task. */
+  async setPieceStatus(taskId: string, idx: number, status: PieceStatus, token: string): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await lockHeld(trx, taskId, token);
+      await trx
+        .updateTable('task_contents')
+        .set({ status })
+        .where('task_id', '=', taskId)
+        .where('idx', '=', idx)
+        .execute();
+    });
   }
 
-  async pieceGenerated(taskId: string, idx: number, samples: number, audioKey: string): Promise<void> {
-    await this.db
-      .updateTable('task_contents')
-      .set({ status: 'generated', samples, audio_key: audioKey, generated_at: new Date() })
-      .where('task_id', '=', taskId)
-      .where('idx', '=', idx)
-      .execute();
+  /** Fenced: a finished piece, while `token` still holds the task. */
+  async pieceGenerated(
+    taskId: string,
+    idx: number,
+    samples: number,
+    audioKey: string,
+    token: string,
+  ): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await lockHeld(trx, taskId, token);
+      await trx
+        .updateTable('task_contents')
+        .set({ status: 'generated', samples, audio_key: audioKey, generated_at: new Date() })
+        .where('task_id', '=', taskId)
+        .where('idx', '=', idx)
+        .execute();
+    });
   }
 
   async pieceStatus(
@@ -137,8 +163,9 @@ export class TaskStore {
       .executeTakeFirst();
   }
 
-  async markGenerated(taskId: string, durationSeconds: number): Promise<void> {
-    await this.db
+  /** Fenced: the task is complete, while `token` still holds it. */
+  async markGenerated(taskId: string, durationSeconds: number, token: string): Promise<void> {
+    const result = await this.db
       .updateTable('tasks')
       .set({
         status: 'generated',
@@ -147,24 +174,38 @@ export class TaskStore {
         updated_at: new Date(),
       })
       .where('id', '=', taskId)
-      .execute();
+      .where('lease_token', '=', token)
+      .executeTakeFirst();
+    if (result.numUpdatedRows === 0n) throw new LeaseLostError(taskId, 'it was claimed by another delivery');
   }
 
-  async setAudio(taskId: string, audioKey: string): Promise<void> {
-    await this.db
+  /** Fenced: the key of the merged audio, while `token` still holds the task. */
+  async setAudio(taskId: string, audioKey: string, token: string): Promise<void> {
+    const result = await this.db
       .updateTable('tasks')
       .set({ audio_key: audioKey, updated_at: new Date() })
       .where('id', '=', taskId)
-      .execute();
+      .where('lease_token', '=', token)
+      .executeTakeFirst();
+    if (result.numUpdatedRows === 0n) throw new LeaseLostError(taskId, 'it was claimed by another delivery');
   }
 
-  async markFailed(taskId: string, error: string, failedPiece: number | undefined): Promise<void> {
+  /** Fenced: the task (and the piece being generated, if any) failed, while `token` still holds it. */
+  async markFailed(
+    taskId: string,
+    error: string,
+    failedPiece: number | undefined,
+    token: string,
+  ): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
-      await trx
+      const result = await trx
         .updateTable('tasks')
         .set({ status: 'failed', error, updated_at: new Date() })
         .where('id', '=', taskId)
-        .execute();
+        .where('lease_token', '=', token)
+        .executeTakeFirst();
+      if (result.numUpdatedRows === 0n)
+        throw new LeaseLostError(taskId, 'it was claimed by another delivery');
       if (failedPiece !== undefined) {
         await trx
           .updateTable('task_contents')
@@ -175,4 +216,20 @@ export class TaskStore {
       }
     });
   }
+}
+
+/**
+ * Locks the task row while `token` holds its lease, or throws LeaseLostError. Piece writes go
+ * through it in one transaction, so a concurrent claim (which updates the same row) waits for
+ * them or makes them fail — never interleaves.
+ */
+async function lockHeld(trx: Transaction<Database>, taskId: string, token: string): Promise<void> {
+  const held = await trx
+    .selectFrom('tasks')
+    .select('id')
+    .where('id', '=', taskId)
+    .where('lease_token', '=', token)
+    .forUpdate()
+    .executeTakeFirst();
+  if (held === undefined) throw new LeaseLostError(taskId, 'it was claimed by another delivery');
 }

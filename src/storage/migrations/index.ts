@@ -2,8 +2,10 @@
 import type { Migration } from 'kysely';
 import * as foundation from './0001-foundation.js';
 import * as tasks from './0002-tasks.js';
+import * as taskLeases from './0003-task-leases.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-foundation': foundation,
   '0002-tasks': tasks,
+  '0003-task-leases': taskLeases,
 };
