@@ -1,10 +1,12 @@
 /**
- * Dependency wiring in one place: builds the database, storage, domain services and the HTTP
- * server from a validated config. Tests build their own app with their own config.
+ * The composition root: opens the adapters config selects (src/adapters.ts), builds the domain
+ * services and the HTTP server on them, and tears everything down on a failed start and on close.
+ * Tests build their own app with their own config.
  */
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AccountService } from './accounts/account-service.js';
+import { openAdapters } from './adapters.js';
 import { AdminService } from './admin/admin-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
 import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
@@ -13,7 +15,7 @@ import type { AppConfig } from './config/config.js';
 import { effectiveAdminToken } from './http/admin-auth.js';
 import { bearerAuth } from './http/auth.js';
 import { adminRoutes } from './http/routes/admin.routes.js';
-import { registerRateLimit, type RateLimitStore } from './http/rate-limit.js';
+import { registerRateLimit } from './http/rate-limit.js';
 import { accountRoutes } from './http/routes/account.routes.js';
 import { audioRoutes } from './http/routes/audio.routes.js';
 import { healthRoutes } from './http/routes/health.routes.js';
@@ -26,15 +28,12 @@ import { createHttpServer } from './http/server.js';
 import { SplitterService } from './splitter/splitter-service.js';
 import { SplitterStore } from './splitter/splitter-store.js';
 import { createStreamService, type StreamService } from './stream/stream-service.js';
-import { FsBlobStore } from './storage/blob-store.fs.js';
 import { OneShotService } from './tasks/one-shot.js';
 import { PieceAudioStore } from './tasks/piece-audio.js';
-import { MemoryTaskEvents } from './tasks/task-events.memory.js';
-import { MemoryTaskQueue } from './tasks/task-queue.memory.js';
 import { TaskRunner } from './tasks/task-runner.js';
 import { TaskService } from './tasks/task-service.js';
 import { TaskStore } from './tasks/task-store.js';
-import { openDatabase, type DatabaseHandle } from './storage/database.js';
+import type { DatabaseHandle } from './storage/database.js';
 import { createEngineCatalog } from './voices/engine-catalog.js';
 import type { EngineCatalog } from './voices/voice-binding.js';
 import { VoiceService } from './voices/voice-service.js';
@@ -76,21 +75,12 @@ function rateLimitKey(request: FastifyRequest): string {
 }
 
 export async function buildApp(config: AppConfig, options: AppOptions = {}): Promise<App> {
-  const database = await openDatabase({
-    dataDir: config.dataDir,
-    databaseUrl: config.databaseUrl,
+  const http = createHttpServer(config, options.logger);
+  const adapters = await openAdapters(config, {
     pgliteTemplate: options.pgliteTemplate,
+    onBackgroundError: (err) => http.log.warn({ err }, 'background connection error (retried)'),
   });
-  const blobs = new FsBlobStore(join(config.dataDir, 'blobs'));
-  const accounts = new AccountService(database.db);
-  if (config.bootstrapApiKey !== undefined) await accounts.bootstrap(config.bootstrapApiKey);
-  const engines = createEngineCatalog({
-    espeak: await listEspeakVoices(),
-    remoteEndpoints: Object.keys(config.remoteEngines),
-  });
-  const voices = new VoiceService(new VoiceStore(database.db), engines, blobs);
-  const splitters = new SplitterService(new SplitterStore(database.db), config.limits.splitterName);
-
+  const { database, blobs, events } = adapters;
   const synthesis = createEngineRegistry({
     remoteEndpoints: config.remoteEngines,
     ...(config.synthesisThreads !== undefined && { synthesisThreads: config.synthesisThreads }),
@@ -98,107 +88,143 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   const encoders = createEncoderPool(
     config.encoderThreads !== undefined ? { size: config.encoderThreads } : {},
   );
-  const events = new MemoryTaskEvents();
-  const taskStore = new TaskStore(database.db);
-  const pieceAudio = new PieceAudioStore(
-    join(config.dataDir, 'work', 'tasks'),
-    events,
-    async (taskId, idx) => {
-      const state = await taskStore.pieceStatus(taskId, idx);
-      if (state === undefined || state.piece === 'failed' || state.task === 'failed') return 'failed';
-      return state.piece === 'generated' ? 'generated' : 'waiting';
-    },
-  );
-
-  const http = createHttpServer(config, options.logger);
-  const rateLimitStore: RateLimitStore = { kind: 'memory' };
-  const runner = new TaskRunner({
-    store: taskStore,
-    queue: new MemoryTaskQueue(),
-    workerUrl: config.publicUrl,
-    pieceAudio,
-    blobs,
-    encoders,
-    engineFor: (binding) => synthesis.engineFor(binding),
-    events,
-    concurrency: config.generationConcurrency,
-    log: http.log,
-  });
-  const tasks = new TaskService(taskStore, voices, blobs, pieceAudio, config.limits, config.publicUrl, (id) =>
-    runner.enqueue(id),
-  );
-
-  const stream = createStreamService({
-    tasks,
-    pieces: pieceAudio,
-    encoders,
-    cacheDir: join(config.dataDir, 'stream-cache'),
-    idleReclaimMs: config.streamIdleReclaimMs,
-  });
-
-  await http.register(
-    healthRoutes(database.db, () => ({
-      streamPipelineRuns: stream.pipelineRuns(),
-      activeGenerations: runner.active,
-    })),
-  );
-  await http.register(audioRoutes(tasks, blobs));
-  // Stream endpoints: only the task's `auth` query token, never a bearer key (spec §5).
-  await http.register(
-    streamRoutes(stream, {
-      rateLimitMax: config.rateLimit.streamMax,
-      rateLimitWindowMs: config.rateLimit.windowMs,
-      rateLimitStore,
-    }),
-  );
-
-  // Operator API: the admin token only, never a tenant key (and tenant routes never take the admin token).
-  const adminToken = effectiveAdminToken(config);
-  await http.register(adminRoutes(new AdminService(accounts, async () => voices), adminToken));
-
-  // Protected routes: bearer key first, then the per-account rate limit.
-  await http.register(async (scope) => {
-    scope.addHook('onRequest', bearerAuth(accounts));
-    await registerRateLimit(
-      scope,
-      {
-        name: 'api',
-        max: config.rateLimit.max,
-        windowMs: config.rateLimit.windowMs,
-        keyGenerator: rateLimitKey,
-      },
-      rateLimitStore,
-    );
-    await scope.register(accountRoutes);
-    await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
-    await scope.register(splitterRoutes(splitters, config.limits));
-    await scope.register(taskRoutes(tasks, splitters));
-    await scope.register(
-      simpleGenerateRoutes(
-        new OneShotService({
-          tasks,
-          events,
-          contentAudio: (taskId, idx, signal) => stream.contentBytes(taskId, idx, signal),
-        }),
-      ),
-    );
-  });
-
-  await http.ready();
-  await runner.start();
-  return {
-    http,
-    config,
-    adminToken,
-    services: { database, accounts, voices, splitters, engines, synthesis, encoders, tasks, runner, stream },
-    close: async () => {
-      // Cut live streams first: a reader of a stuck task would otherwise hold http.close() open.
-      await stream.close();
-      await http.close();
-      await runner.stop();
-      await synthesis.close();
-      await encoders.close();
-      await database.close();
-    },
+  let stream: StreamService | undefined;
+  let runner: TaskRunner | undefined;
+  // Stops everything in the reverse order of its dependencies; also tears down a failed start.
+  const close = async (): Promise<void> => {
+    // Cut live streams first: a reader of a stuck task would otherwise hold http.close() open.
+    await stream?.close();
+    await http.close();
+    await runner?.stop();
+    await synthesis.close();
+    await encoders.close();
+    await adapters.close();
   };
+
+  try {
+    const accounts = new AccountService(database.db);
+    if (config.bootstrapApiKey !== undefined) await accounts.bootstrap(config.bootstrapApiKey);
+    const engines = createEngineCatalog({
+      espeak: await listEspeakVoices(),
+      remoteEndpoints: Object.keys(config.remoteEngines),
+    });
+    const voices = new VoiceService(new VoiceStore(database.db), engines, blobs);
+    const splitters = new SplitterService(new SplitterStore(database.db), config.limits.splitterName);
+    const taskStore = new TaskStore(database.db);
+    const pieceAudio = new PieceAudioStore(
+      join(config.dataDir, 'work', 'tasks'),
+      events,
+      async (taskId, idx) => {
+        const state = await taskStore.pieceStatus(taskId, idx);
+        if (state === undefined || state.piece === 'failed' || state.task === 'failed') return 'failed';
+        return state.piece === 'generated' ? 'generated' : 'waiting';
+      },
+    );
+    const taskRunner = new TaskRunner({
+      store: taskStore,
+      queue: adapters.queue,
+      workerUrl: adapters.nodeUrl,
+      pieceAudio,
+      blobs,
+      encoders,
+      engineFor: (binding) => synthesis.engineFor(binding),
+      events,
+      concurrency: config.generationConcurrency,
+      log: http.log,
+    });
+    runner = taskRunner;
+    const tasks = new TaskService(
+      taskStore,
+      voices,
+      blobs,
+      pieceAudio,
+      config.limits,
+      config.publicUrl,
+      (id) => taskRunner.enqueue(id),
+    );
+    const streams = createStreamService({
+      tasks,
+      pieces: pieceAudio,
+      encoders,
+      cacheDir: join(config.dataDir, 'stream-cache'),
+      idleReclaimMs: config.streamIdleReclaimMs,
+      cluster: adapters.cluster,
+    });
+    stream = streams;
+
+    await http.register(
+      healthRoutes(database.db, () => ({
+        streamPipelineRuns: streams.pipelineRuns(),
+        streamRelayRuns: streams.relayRuns(),
+        activeGenerations: taskRunner.active,
+      })),
+    );
+    await http.register(audioRoutes(tasks, blobs));
+    // Stream endpoints: only the task's `auth` query token, never a bearer key (spec §5).
+    await http.register(
+      streamRoutes(streams, {
+        rateLimitMax: config.rateLimit.streamMax,
+        rateLimitWindowMs: config.rateLimit.windowMs,
+        rateLimitStore: adapters.rateLimitStore,
+      }),
+    );
+
+    // Operator API: the admin token only, never a tenant key (and tenant routes never take the admin token).
+    const adminToken = effectiveAdminToken(config);
+    await http.register(adminRoutes(new AdminService(accounts, async () => voices), adminToken));
+
+    // Protected routes: bearer key first, then the per-account rate limit.
+    await http.register(async (scope) => {
+      scope.addHook('onRequest', bearerAuth(accounts));
+      await registerRateLimit(
+        scope,
+        {
+          name: 'api',
+          max: config.rateLimit.max,
+          windowMs: config.rateLimit.windowMs,
+          keyGenerator: rateLimitKey,
+        },
+        adapters.rateLimitStore,
+      );
+      await scope.register(accountRoutes);
+      await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
+      await scope.register(splitterRoutes(splitters, config.limits));
+      await scope.register(taskRoutes(tasks, splitters));
+      await scope.register(
+        simpleGenerateRoutes(
+          new OneShotService({
+            tasks,
+            events,
+            contentAudio: (taskId, idx, signal) => streams.contentBytes(taskId, idx, signal),
+          }),
+        ),
+      );
+    });
+
+    await http.ready();
+    await taskRunner.start();
+    return {
+      http,
+      config,
+      adminToken,
+      services: {
+        database,
+        accounts,
+        voices,
+        splitters,
+        engines,
+        synthesis,
+        encoders,
+        tasks,
+        runner: taskRunner,
+        stream: streams,
+      },
+      close,
+    };
+  } catch (err) {
+    await close().catch((closeErr: unknown) =>
+      http.log.error({ err: closeErr }, 'teardown after a failed start'),
+    );
+    throw err;
+  }
 }

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 
@@ -29,6 +29,8 @@ export function serverFilePath(dataDir: string): string {
 export async function writeServerFile(dataDir: string, info: ServerFile): Promise<void> {
   const path = serverFilePath(dataDir);
   const partial = `${path}.${randomBytes(4).toString('hex')}.tmp`;
+  // A scale-out node has no embedded database that would have created DATA_DIR already.
+  await mkdir(dataDir, { recursive: true });
   await writeFile(partial, `${JSON.stringify(info, null, 2)}\n`, { mode: 0o600 });
   await rename(partial, path);
 }

@@ -94,6 +94,8 @@ export interface StreamService {
   contentBytes(taskId: string, contentIndex: number, signal: AbortSignal): Promise<Readable>;
   /** Pipelines started since the service was created (one per session build). */
   pipelineRuns(): number;
+  /** Sessions relayed from other nodes since the service was created (scale-out). */
+  relayRuns(): number;
   /** Destroys every session (pipelines aborted, cache files deleted, timers cleared). */
   close(): Promise<void>;
 }
@@ -164,6 +166,10 @@ class DefaultStreamService implements StreamService {
 
   pipelineRuns(): number {
     return this.registryNow?.pipelineRuns ?? 0;
+  }
+
+  relayRuns(): number {
+    return this.registryNow?.relayRuns ?? 0;
   }
 
   async close(): Promise<void> {

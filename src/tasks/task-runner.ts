@@ -106,7 +106,9 @@ export class TaskRunner {
     try {
       const pieces = await store.pieces(task.id);
       for (const piece of pieces) {
-        if (piece.status === 'generated') continue;
+        // A piece generated on another node (its worker died) has no PCM here: generate it again.
+        if (piece.status === 'generated' && (await this.deps.pieceAudio.hasPiece(task.id, piece.idx)))
+          continue;
         current = piece.idx;
         await this.generatePiece(task, piece, lease);
       }

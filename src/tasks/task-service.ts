@@ -169,7 +169,7 @@ export class TaskService implements StreamTaskLookup {
       status: task.status,
       authToken: task.auth_token,
       audioUrl: task.audio_key ? this.audioUrl(task.id, task.auth_token, null) : null,
-      workerUrl: null,
+      workerUrl: task.worker_url,
       pieces: pieces.map((p) => {
         const params = JSON.parse(p.params) as PieceParams;
         return {

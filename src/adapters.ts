@@ -1,0 +1,166 @@
+/**
+ * The side effects the service runs on, built from config in one place: embedded (PGlite and files
+ * under DATA_DIR, in-process coordination) or scale-out (PostgreSQL, an S3-compatible store, Redis
+ * for the queue, events, session ownership and rate limits). Whatever was opened is closed again
+ * when a later step fails, and everything on close().
+ */
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import type { AppConfig } from './config/config.js';
+import type { RateLimitStore } from './http/rate-limit.js';
+import { FsBlobStore } from './storage/blob-store.fs.js';
+import { S3BlobStore } from './storage/blob-store.s3.js';
+import type { BlobStore } from './storage/blob-store.js';
+import { openDatabase, type DatabaseHandle } from './storage/database.js';
+import { createHttpSessionRelay } from './stream/session-relay.http.js';
+import { RedisSessionOwnership } from './stream/session-ownership.redis.js';
+import type { StreamCluster } from './stream/stream-service.js';
+import { MemoryTaskEvents } from './tasks/task-events.memory.js';
+import { RedisTaskEvents } from './tasks/task-events.redis.js';
+import type { TaskEvents } from './tasks/task-events.js';
+import { BullmqTaskQueue } from './tasks/task-queue.bullmq.js';
+import { MemoryTaskQueue } from './tasks/task-queue.memory.js';
+import type { TaskQueue } from './tasks/task-queue.js';
+
+/** The adapters of every port, chosen from config. */
+export interface Adapters {
+  database: DatabaseHandle;
+  blobs: BlobStore;
+  events: TaskEvents;
+  queue: TaskQueue;
+  rateLimitStore: RateLimitStore;
+  /** Scale-out: this node's place in the cluster (session ownership, relays); undefined on one node. */
+  cluster: StreamCluster | undefined;
+  /** The URL tasks record as their generator: this node's NODE_URL in scale-out, else PUBLIC_URL. */
+  nodeUrl: string;
+  /** Closes every adapter (the owner stops using them first). */
+  close(): Promise<void>;
+}
+
+/** What opening the adapters may report. */
+export interface AdapterOptions {
+  /** A PGlite dump to seed a new embedded database (tests). */
+  pgliteTemplate?: Blob | undefined;
+  /** Receives errors of background connections (Redis reconnects, failed publishes). */
+  onBackgroundError: (err: Error) => void;
+}
+
+/** Closes in reverse order of opening, each step at most once, errors of one not stopping the rest. */
+class Closers {
+  private readonly steps: (() => Promise<void> | void)[] = [];
+
+  add(step: () => Promise<void> | void): void {
+    this.steps.push(step);
+  }
+
+  async closeAll(): Promise<void> {
+    const errors: unknown[] = [];
+    for (const step of this.steps.splice(0).reverse()) {
+      try {
+        await step();
+      } catch (err) {
+        errors.push(err);
+      }
+    }
+    if (errors.length > 0) throw new AggregateError(errors, 'some adapters failed to close');
+  }
+}
+
+/** Opens the adapters `config` selects; on failure closes what it opened and rethrows. */
+export async function openAdapters(config: AppConfig, options: AdapterOptions): Promise<Adapters> {
+  const closers = new Closers();
+  try {
+    return await open(config, options, closers);
+  } catch (err) {
+    await closers.closeAll().catch(() => undefined);
+    throw err;
+  }
+}
+
+async function open(config: AppConfig, options: AdapterOptions, closers: Closers): Promise<Adapters> {
+  const database = await openDatabase({
+    dataDir: config.dataDir,
+    databaseUrl: config.databaseUrl,
+    pgliteTemplate: options.pgliteTemplate,
+  });
+  closers.add(() => database.close());
+  const close = () => closers.closeAll();
+
+  const scaleOut = config.scaleOut;
+  if (scaleOut === null) {
+    return {
+      database,
+      blobs: new FsBlobStore(join(config.dataDir, 'blobs')),
+      events: new MemoryTaskEvents(),
+      queue: new MemoryTaskQueue(),
+      rateLimitStore: { kind: 'memory' },
+      cluster: undefined,
+      nodeUrl: config.publicUrl,
+      close,
+    };
+  }
+
+  const blobs = new S3BlobStore(scaleOut.s3);
+  closers.add(() => blobs.close());
+  await blobs.checkAccess();
+
+  const redis = new Redis(scaleOut.redisUrl, {
+    lazyConnect: true,
+    connectTimeout: 5000,
+    maxRetriesPerRequest: 2,
+    connectionName: `${scaleOut.redisPrefix}node`,
+  });
+  redis.on('error', (err: Error) => options.onBackgroundError(err));
+  closers.add(async () => {
+    await redis.quit().catch(() => redis.disconnect());
+  });
+  try {
+    await redis.connect();
+  } catch (err) {
+    throw new Error(`Redis at ${redactedUrl(scaleOut.redisUrl)} is not reachable`, { cause: err });
+  }
+
+  const events = await RedisTaskEvents.create({
+    connection: redis,
+    prefix: scaleOut.redisPrefix,
+    onError: options.onBackgroundError,
+  });
+  closers.add(() => events.close());
+
+  const ownership = new RedisSessionOwnership({
+    connection: redis,
+    prefix: scaleOut.redisPrefix,
+    ttlMs: config.leases.sessionMs,
+  });
+  closers.add(() => ownership.close());
+
+  const queue = new BullmqTaskQueue({
+    redisUrl: scaleOut.redisUrl,
+    prefix: scaleOut.redisPrefix,
+    leaseMs: config.leases.taskMs,
+    onError: options.onBackgroundError,
+  });
+  closers.add(() => queue.close());
+
+  const retryAfterSeconds = Math.ceil(config.leases.taskMs / 1000);
+  return {
+    database,
+    blobs,
+    events,
+    queue,
+    rateLimitStore: { kind: 'redis', client: redis, keyPrefix: scaleOut.redisPrefix },
+    cluster: {
+      nodeUrl: scaleOut.nodeUrl,
+      ownership,
+      relay: createHttpSessionRelay({ headersTimeoutMs: 30_000, retryAfterSeconds }),
+      retryAfterSeconds,
+    },
+    nodeUrl: scaleOut.nodeUrl,
+    close,
+  };
+}
+
+/** A Redis URL without its password, for messages. */
+function redactedUrl(url: string): string {
+  return url.replace(/\/\/([^@/]*)@/, '//[credentials]@');
+}

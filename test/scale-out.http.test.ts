@@ -1,0 +1,427 @@
+// Issue 10: two voicegen nodes (separate processes) on one PostgreSQL database, one Redis and one
+// S3-compatible store, behind nginx as a plain round-robin load balancer. Any node serves any
+// session with the same bytes and ETag, and the pipeline runs once cluster-wide; rate limits,
+// splitters, voice migrations and key revocations hold across nodes; a node killed mid-build is
+// replaced: its task moves to the survivor, a reader retries and gets a complete MP3.
+import assert from 'node:assert/strict';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { encodePiece } from '../src/audio/continuous-encoder.js';
+import { createEncoderPool } from '../src/audio/encoder-pool.js';
+import { CANONICAL_RATE } from '../src/audio/pcm.js';
+import { ffmpegErrors, probeAudio } from './helpers/audio-check.js';
+import { startCluster, type Cluster, type ClusterNode } from './helpers/cluster.js';
+import { send, type Reply } from './helpers/http-client.js';
+
+const encoders = createEncoderPool({ size: 1 });
+const toneCache = new Map<string, Promise<Buffer>>();
+
+/** An MP3 tone for the fake upstream engine (the test's own encoder). */
+function toneMp3(hz: number, seconds: number): Promise<Buffer> {
+  const key = `${String(hz)}/${String(seconds)}`;
+  let mp3 = toneCache.get(key);
+  if (mp3 === undefined) {
+    mp3 = (async () => {
+      const pcm = new Int16Array(Math.round(seconds * CANONICAL_RATE));
+      for (let i = 0; i < pcm.length; i++)
+        pcm[i] = Math.round(8000 * Math.sin((2 * Math.PI * hz * i) / CANONICAL_RATE));
+      const parts: Uint8Array[] = [];
+      for await (const bytes of encodePiece([pcm], encoders.open())) parts.push(bytes);
+      return Buffer.concat(parts);
+    })();
+    toneCache.set(key, mp3);
+  }
+  return mp3;
+}
+
+/** OpenAI-compatible upstream: the input `tone HZ SECONDS` answers that tone, 4 KiB every 25 ms. */
+async function answerUpstream(input: string, res: ServerResponse): Promise<void> {
+  const [, hz, seconds] = input.split(' ');
+  const mp3 = await toneMp3(Number(hz), Number(seconds));
+  res.writeHead(200, { 'content-type': 'audio/mpeg' });
+  for (let o = 0; o < mp3.length; o += 4096) {
+    if (!res.write(mp3.subarray(o, Math.min(mp3.length, o + 4096)))) {
+      await new Promise((r) => res.once('drain', r));
+    }
+    await sleep(25);
+  }
+  res.end();
+}
+
+const upstream = createServer((req, res) => {
+  const parts: Buffer[] = [];
+  req.on('data', (c: Buffer) => parts.push(c));
+  req.on('end', () => {
+    const { input } = JSON.parse(Buffer.concat(parts).toString('utf8')) as { input: string };
+    answerUpstream(input, res).catch(() => res.destroy());
+  });
+});
+
+let cluster: Cluster;
+let nodeA: ClusterNode;
+let nodeB: ClusterNode;
+
+before(async () => {
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  const { port } = upstream.address() as AddressInfo;
+  cluster = await startCluster({
+    env: {
+      RATE_LIMIT_MAX: '60',
+      STREAM_RATE_LIMIT_MAX: '100000',
+      GENERATION_CONCURRENCY: '1',
+      REMOTE_ENGINES: JSON.stringify({ local: { baseUrl: `http://127.0.0.1:${String(port)}` } }),
+    },
+  });
+  [nodeA, nodeB] = cluster.nodes as [ClusterNode, ClusterNode];
+});
+
+after(async () => {
+  await cluster.close();
+  await new Promise((resolve) => upstream.close(resolve));
+  await encoders.close();
+});
+
+// ---------------------------------------------------------------------------------------------
+// API helpers (fetch, JSON)
+
+interface ApiReply<T = unknown> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+async function api<T = Record<string, unknown>>(
+  base: string,
+  path: string,
+  options: { method?: string; key?: string; body?: unknown } = {},
+): Promise<ApiReply<T>> {
+  const headers: Record<string, string> = {};
+  if (options.key !== undefined) headers.authorization = `Bearer ${options.key}`;
+  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  const response = await fetch(`${base}${path}`, {
+    method: options.method ?? (options.body === undefined ? 'GET' : 'POST'),
+    headers,
+    body: options.body === undefined ? null : JSON.stringify(options.body),
+  });
+  const text = await response.text();
+  return {
+    status: response.status,
+    body: (text === '' ? {} : JSON.parse(text)) as T,
+    headers: response.headers,
+  };
+}
+
+function admin<T = Record<string, unknown>>(
+  path: string,
+  body?: unknown,
+  base = cluster.url,
+): Promise<ApiReply<T>> {
+  return api<T>(base, `/admin${path}`, { key: cluster.adminToken, body });
+}
+
+let tenants = 0;
+/** A new account and key, created through the admin API of the load balancer. */
+async function newTenant(): Promise<{ key: string; accountId: string; name: string }> {
+  const name = `tenant-${String(++tenants)}`;
+  const account = await admin<{ data: { id: string } }>('/accounts', { name });
+  assert.equal(account.status, 200, JSON.stringify(account.body));
+  const key = await admin<{ data: { key: string } }>(`/accounts/${name}/keys`, {});
+  assert.equal(key.status, 200, JSON.stringify(key.body));
+  return { key: key.body.data.key, accountId: account.body.data.id, name };
+}
+
+async function remoteVoice(key: string, base = cluster.url): Promise<string> {
+  const reply = await api<{ data: { id: string } }>(base, '/api/voice', {
+    key,
+    body: { name: 'Tone', engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' } },
+  });
+  assert.equal(reply.status, 200, JSON.stringify(reply.body));
+  return reply.body.data.id;
+}
+
+interface TaskView {
+  id: string;
+  status: string;
+  streamUrl?: string;
+  estimatedDuration: number;
+  metadata: { audio?: string; contents: { audio?: string }[] };
+}
+
+async function createTask(key: string, body: unknown, base = cluster.url): Promise<string> {
+  const reply = await api<{ data: { id: string } }>(base, '/api/tts/generate', { key, body });
+  assert.equal(reply.status, 200, JSON.stringify(reply.body));
+  return reply.body.data.id;
+}
+
+async function taskDetail(key: string, id: string): Promise<TaskView> {
+  const reply = await api<{ data: TaskView }>(cluster.url, `/api/tts/generate/${id}?stream=true`, { key });
+  assert.equal(reply.status, 200, JSON.stringify(reply.body));
+  return reply.body.data;
+}
+
+/** Polls the task (through the load balancer) until `done`, or fails after `deadlineMs`. */
+async function waitTask(
+  key: string,
+  id: string,
+  done: (t: TaskView) => boolean,
+  deadlineMs = 60_000,
+): Promise<TaskView> {
+  const until = Date.now() + deadlineMs;
+  for (;;) {
+    const task = await taskDetail(key, id);
+    if (done(task)) return task;
+    if (Date.now() > until) assert.fail(`task ${id} still ${task.status} after ${String(deadlineMs)} ms`);
+    await sleep(50);
+  }
+}
+
+/** The same URL on another origin (a node's own address instead of the load balancer's). */
+function on(node: ClusterNode | string, url: string): string {
+  const target = new URL(url);
+  const origin = new URL(typeof node === 'string' ? node : node.url);
+  target.protocol = origin.protocol;
+  target.host = origin.host;
+  return target.toString();
+}
+
+/** A counter of /metrics summed over the nodes. */
+async function clusterTotal(metric: string): Promise<number> {
+  let total = 0;
+  for (const node of cluster.nodes) total += (await node.metrics())[metric] ?? 0;
+  return total;
+}
+
+/** A random integer in [min, max]. */
+function between(min: number, max: number): number {
+  return min + Math.floor(Math.random() * (max - min + 1));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('two nodes behind nginx (round robin, no sticky sessions)', () => {
+  it('serves one live session from both nodes: same bytes and ETag, one pipeline run in the cluster', async () => {
+    const { key } = await newTenant();
+    const voiceId = await remoteVoice(key);
+    const runsBefore = await clusterTotal('voicegen_stream_pipeline_runs');
+    const relaysBefore = await clusterTotal('voicegen_stream_relay_runs');
+    const id = await createTask(key, {
+      contents: [440, 550, 660, 770].map((hz) => ({ type: 'text', text: `tone ${String(hz)} 5`, voiceId })),
+    });
+    const task = await waitTask(key, id, (t) => t.status === 'processing');
+    const streamUrl = task.streamUrl ?? assert.fail('no streamUrl');
+
+    // The reference: one full live read (no Range) on node B, from byte 0 to the end.
+    const reference = send(on(nodeB, streamUrl));
+    // 20 readers spread over both nodes (and 4 more through nginx), with random Ranges, while it is live.
+    const readers: Promise<{ reply: Reply; range: string }>[] = [];
+    for (let n = 0; n < 24; n++) {
+      const node = n < 20 ? (n % 2 === 0 ? nodeA : nodeB).url : cluster.url;
+      const start = between(0, 400_000);
+      const range =
+        n % 4 === 3
+          ? `bytes=${String(start)}-`
+          : `bytes=${String(start)}-${String(start + between(0, 120_000))}`;
+      readers.push(send(on(node, streamUrl), { headers: { range } }).then((reply) => ({ reply, range })));
+      await sleep(between(0, 150));
+    }
+    const full = await reference;
+    assert.equal(full.status, 200);
+    assert.equal(full.truncated, false);
+    assert.equal(await ffmpegErrors(full.body), '');
+    const etag = full.headers.etag;
+    assert.match(String(etag), /^"[A-Za-z0-9_-]+"$/);
+
+    for (const { reply, range } of await Promise.all(readers)) {
+      assert.equal(reply.truncated, false, range);
+      assert.equal(reply.headers.etag, etag, `ETag of ${range}`);
+      if (reply.status === 200) {
+        assert.ok(full.body.equals(reply.body), `200 body of ${range} differs`);
+        continue;
+      }
+      assert.equal(reply.status, 206, `${range}: ${reply.body.toString()}`);
+      const match = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(String(reply.headers['content-range']));
+      assert.ok(match, `Content-Range ${String(reply.headers['content-range'])}`);
+      const [from, to] = [Number(match[1]), Number(match[2])];
+      assert.ok(full.body.subarray(from, to + 1).equals(reply.body), `206 body of ${range} differs`);
+    }
+    assert.equal(
+      (await clusterTotal('voicegen_stream_pipeline_runs')) - runsBefore,
+      1,
+      'the pipeline runs once in the cluster',
+    );
+    assert.equal(
+      (await clusterTotal('voicegen_stream_relay_runs')) - relaysBefore,
+      1,
+      'the other node relays the session once for all its readers',
+    );
+
+    // Finished: both nodes redirect to a URL that works on every node, served from the blob store.
+    const done = await waitTask(key, id, (t) => t.status === 'generated' && t.metadata.audio !== undefined);
+    const audioUrl = done.metadata.audio ?? '';
+    for (const node of [nodeA, nodeB]) {
+      const redirect = await send(on(node, streamUrl));
+      assert.equal(redirect.status, 302);
+      assert.equal(redirect.headers.location, audioUrl);
+    }
+    const [fromA, fromB] = await Promise.all([send(on(nodeA, audioUrl)), send(on(nodeB, audioUrl))]);
+    assert.equal(fromA.status, 200);
+    assert.ok(fromA.body.equals(fromB.body));
+    assert.equal(fromA.headers.etag, fromB.headers.etag);
+    assert.equal(await ffmpegErrors(fromA.body), '');
+    const ranged = await send(on(nodeB, audioUrl), { headers: { range: 'bytes=1000-1999' } });
+    assert.equal(ranged.status, 206);
+    assert.ok(ranged.body.equals(fromA.body.subarray(1000, 2000)));
+  });
+
+  it('counts the rate limit across nodes', async () => {
+    const { key } = await newTenant();
+    for (let n = 0; n < 60; n++) {
+      const reply = await api((n % 2 === 0 ? nodeA : nodeB).url, '/api/account/info', { key });
+      assert.equal(reply.status, 200, `request ${String(n + 1)}`);
+    }
+    for (const node of [nodeA, nodeB]) {
+      const reply = await api<{ code: string }>(node.url, '/api/account/info', { key });
+      assert.equal(reply.status, 429);
+      assert.equal(reply.body.code, 'RATE_LIMIT_EXCEEDED');
+      assert.ok(Number(reply.headers.get('retry-after')) >= 1);
+    }
+  });
+
+  it('uses a splitter saved through one node in a generate on the other', async () => {
+    const { key } = await newTenant();
+    const voiceId = await remoteVoice(key, nodeA.url);
+    const splitter = await api<{ data: { id: string } }>(nodeA.url, '/api/splitter', {
+      key,
+      body: { name: 'dialogue', config: { '<A>': { voiceId, speechRate: 1 }, fallbackConfig: { voiceId } } },
+    });
+    assert.equal(splitter.status, 200, JSON.stringify(splitter.body));
+    const id = await createTask(
+      key,
+      { text: 'tone 330 1<A>tone 440 1', splitterId: splitter.body.data.id },
+      nodeB.url,
+    );
+    const done = await waitTask(key, id, (t) => t.status === 'generated' || t.status === 'failed');
+    assert.equal(done.status, 'generated');
+    assert.equal(done.metadata.contents.length, 2);
+  });
+
+  it('lets exactly one of migrateV3 raced on both nodes succeed', async () => {
+    const { key, name } = await newTenant();
+    const imported = await admin<{ data: { id: string } }>(`/accounts/${name}/voices/import`, {
+      name: 'legacy',
+      version: 'v2.0',
+    });
+    assert.equal(imported.status, 200, JSON.stringify(imported.body));
+    const replies = await Promise.all(
+      Array.from({ length: 10 }, (_, n) =>
+        api<{ status: number; code?: string }>(
+          (n % 2 === 0 ? nodeA : nodeB).url,
+          `/api/voice/${imported.body.data.id}/migrateV3`,
+          {
+            key,
+            method: 'POST',
+          },
+        ),
+      ),
+    );
+    assert.equal(replies.filter((r) => r.status === 200).length, 1);
+    for (const reply of replies.filter((r) => r.status !== 200))
+      assert.equal(reply.body.code, 'VOICE_MIGRATE_NOT_NEEDED');
+  });
+
+  it('refuses a key revoked on one node on the other within a second', async () => {
+    const { name } = await newTenant();
+    const created = await admin<{ data: { key: string; id: string } }>(
+      `/accounts/${name}/keys`,
+      {},
+      nodeA.url,
+    );
+    const { key, id } = created.body.data;
+    assert.equal((await api(nodeB.url, '/api/account/info', { key })).status, 200);
+    assert.equal((await admin(`/keys/${id}/revoke`, {}, nodeA.url)).status, 200);
+    const until = Date.now() + 1000;
+    let status = 0;
+    do {
+      status = (await api(nodeB.url, '/api/account/info', { key })).status;
+    } while (status !== 401 && Date.now() < until);
+    assert.equal(status, 401);
+  });
+
+  it('survives SIGKILL of the node generating a task: the task moves, a reader retries and gets a complete MP3', async () => {
+    const { key } = await newTenant();
+    const voiceId = await remoteVoice(key);
+    const id = await createTask(key, {
+      contents: [300, 400, 500, 600].map((hz) => ({ type: 'text', text: `tone ${String(hz)} 4`, voiceId })),
+    });
+    const task = await waitTask(key, id, (t) => t.status === 'processing');
+    const streamUrl = task.streamUrl ?? assert.fail('no streamUrl');
+    const db = new pg.Client({ connectionString: cluster.env.DATABASE_URL });
+    await db.connect();
+    try {
+      const workerUrl = async () =>
+        (await db.query<{ worker_url: string | null }>('select worker_url from tasks where id = $1', [id]))
+          .rows[0]?.worker_url;
+      const ownerUrl = await workerUrl();
+      const owner =
+        cluster.nodes.find((n) => n.url === ownerUrl) ?? assert.fail(`no node is ${String(ownerUrl)}`);
+      const survivor = owner === nodeA ? nodeB : nodeA;
+
+      // A live reader on the survivor (a relay of the owner's session); kill the owner mid-build.
+      const first = send(on(survivor, streamUrl));
+      await sleep(1500);
+      await owner.kill('SIGKILL');
+      const cut = await first;
+      assert.equal(cut.status, 200);
+      assert.equal(cut.truncated, true, 'the live stream is cut when its owner dies');
+
+      // The reader retries on the survivor until it gets a complete stream (503 + Retry-After meanwhile).
+      const until = Date.now() + 60_000;
+      let complete: Reply | undefined;
+      while (complete === undefined) {
+        assert.ok(Date.now() < until, 'no complete stream within 60 s');
+        const reply = await send(on(survivor, streamUrl));
+        if (reply.status === 302) {
+          complete = await send(on(survivor, String(reply.headers.location)));
+        } else if (reply.status === 200 && !reply.truncated) {
+          complete = reply;
+        } else {
+          assert.ok([200, 503].includes(reply.status), `${String(reply.status)} ${reply.body.toString()}`);
+          await sleep(
+            reply.status === 503 ? Math.min(1000, 1000 * Number(reply.headers['retry-after'] ?? 1)) : 200,
+          );
+        }
+      }
+      assert.equal(complete.status, 200);
+      assert.notEqual(complete.headers.etag, cut.headers.etag, 'a rebuilt session has a new ETag');
+      assert.equal(await ffmpegErrors(complete.body), '');
+
+      // The task was taken over by the survivor, is not left processing, and holds no piece twice.
+      const done = await waitTask(key, id, (t) => t.status === 'generated' || t.status === 'failed');
+      assert.equal(done.status, 'generated');
+      assert.equal(await workerUrl(), survivor.url);
+      const pieces = await db.query<{ n: string }>(
+        'select count(*) as n from task_contents where task_id = $1',
+        [id],
+      );
+      assert.equal(Number(pieces.rows[0]?.n), 4);
+      const finished = await send(on(survivor, done.metadata.audio ?? ''));
+      const probe = await probeAudio(finished.body);
+      assert.ok(
+        Math.abs(probe.durationSeconds - done.estimatedDuration) < 0.2,
+        `${String(probe.durationSeconds)} vs ${String(done.estimatedDuration)}`,
+      );
+      assert.ok(probe.durationSeconds < 4 * 4 + 4 * 0.5 + 0.5, 'no piece is in the finished audio twice');
+    } finally {
+      await db.end();
+      await restartDeadNodes();
+    }
+
+    async function restartDeadNodes(): Promise<void> {
+      for (const node of cluster.nodes)
+        if (node.child.exitCode !== null || node.child.signalCode !== null) await node.restart();
+    }
+  });
+});
