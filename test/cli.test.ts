@@ -3,7 +3,6 @@ import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -11,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { readServerFile, serverFilePath, writeServerFile } from '../src/http/server-file.js';
 import { bearer, startTestApp } from './helpers/test-app.js';
+import { freePort } from './helpers/free-port.js';
 
 const run = promisify(execFile);
 
@@ -96,18 +96,6 @@ describe('operator CLI', () => {
     );
   });
 });
-
-/** An ephemeral port that was free a moment ago. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  await once(server, 'close');
-  if (address === null || typeof address !== 'object') throw new Error('no port');
-  return address.port;
-}
 
 interface RunningServer {
   child: ChildProcess;

@@ -21,6 +21,7 @@ import { VoiceService } from '../voices/voice-service.js';
 import { VoiceStore } from '../voices/voice-store.js';
 import { AdminHttpClient } from './admin-http-client.js';
 import { CliError } from './cli-error.js';
+import { processAlive } from '../common/process-alive.js';
 
 /** The operations the CLI runs, and how to let go of what they hold. */
 export interface OperatorConnection {
@@ -36,16 +37,6 @@ export interface ConnectOptions {
   adminToken: string | undefined;
   /** Loaded only when needed (an explicit URL needs no database settings). */
   config: () => AppConfig;
-}
-
-/** True when a process with this id exists (also when it belongs to another user). */
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 async function answersHealth(url: string): Promise<boolean> {

@@ -18,6 +18,7 @@ import { link, mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'nod
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { processAlive } from '../common/process-alive.js';
 
 /** Name of the lock file inside DATA_DIR. */
 export const DATA_DIR_LOCK_FILE = 'voicegen.lock';
@@ -154,12 +155,7 @@ function holderState(record: LockRecord | undefined): HolderState {
     // container's pid 1) did before we started. A few ms of slack for clock reading.
     return Date.parse(record.startedAt) >= PROCESS_STARTED_MS - 10 ? 'live' : 'dead';
   }
-  try {
-    process.kill(record.pid, 0);
-    return 'live';
-  } catch (err) {
-    return isErrno(err, 'EPERM') ? 'live' : 'dead';
-  }
+  return processAlive(record.pid) ? 'live' : 'dead';
 }
 
 function holderOf(record: LockRecord): DataDirLockHolder {

@@ -6,20 +6,11 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { processAlive } from '../common/process-alive.js';
 
 const RUN_DIR = /^run-(\d+)-[A-Za-z0-9_-]+$/;
 /** Run directories of services alive in this process (several apps may share one root in tests). */
 const ownRunDirs = new Set<string>();
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: the process exists but belongs to someone else.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /** Whether a run directory may belong to a live service (ours in this process, or another live process). */
 function inUse(root: string, name: string, pid: number): boolean {

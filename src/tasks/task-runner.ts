@@ -8,7 +8,6 @@
  * every unfinished task is queued (the queue never steals a live lease), so tasks a stopped process
  * left processing resume — finished pieces are kept — or fail after too many attempts.
  */
-import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import { encodeContinuous, encodePiece, type ContinuousPiece } from '../audio/continuous-encoder.js';
@@ -173,11 +172,7 @@ export class TaskRunner {
       throw err;
     }
     const key = `tasks/${task.id}/contents/${piece.idx}.mp3`;
-    const mp3 = encodePiece(
-      pcmChunks(createReadStream(pieceAudio.path(task.id, piece.idx))),
-      encoders.open(),
-      signal,
-    );
+    const mp3 = encodePiece(pcmChunks(pieceAudio.readComplete(task.id, piece.idx)), encoders.open(), signal);
     await blobs.put(key, Readable.from(mp3), 'audio/mpeg');
     await store.pieceGenerated(task.id, piece.idx, samples, key, token);
     pieceAudio.pieceRecorded(task.id, piece.idx);
@@ -194,7 +189,7 @@ export class TaskRunner {
     const sources = function* (): Iterable<ContinuousPiece> {
       for (const p of pieces) {
         yield {
-          pcm: pcmChunks(createReadStream(pieceAudio.path(task.id, p.idx))),
+          pcm: pcmChunks(pieceAudio.readComplete(task.id, p.idx)),
           silenceAfterSeconds: (JSON.parse(p.params) as PieceParams).interval,
         };
       }

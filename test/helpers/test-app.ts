@@ -4,17 +4,13 @@
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import { Kysely } from 'kysely';
-import { PGliteDialect } from 'kysely-pglite-dialect';
 import { buildApp, type App } from '../../src/app.js';
 import { encodePiece } from '../../src/audio/continuous-encoder.js';
 import { loadConfig, type AppConfig } from '../../src/config/config.js';
-import { migrateToLatest } from '../../src/storage/database.js';
+import { createPgliteTemplate } from '../../src/storage/database.pglite.js';
 import { migrations } from '../../src/storage/migrations/index.js';
-import type { Database } from '../../src/storage/schema.js';
+import { freePort } from './free-port.js';
 
 let template: Promise<Blob> | undefined;
 
@@ -24,11 +20,7 @@ function pgliteTemplate(): Promise<Blob> {
     const file = join(tmpdir(), `voicegen-pglite-template-${Object.keys(migrations).join('+')}.tar.gz`);
     const cached = await readFile(file).catch(() => undefined);
     if (cached) return new Blob([cached]);
-    const pg = await PGlite.create();
-    const db = new Kysely<Database>({ dialect: new PGliteDialect(pg) });
-    await migrateToLatest(db);
-    const dump = await pg.dumpDataDir('gzip');
-    await db.destroy();
+    const dump = await createPgliteTemplate();
     await writeFile(`${file}.${process.pid}`, Buffer.from(await dump.arrayBuffer()));
     const { rename } = await import('node:fs/promises');
     await rename(`${file}.${process.pid}`, file);
@@ -50,20 +42,6 @@ export interface TestApp {
 }
 
 let counter = 0;
-
-/** An ephemeral port that was free a moment ago. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        address && typeof address === 'object' ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
 
 /** Starts an app on a temporary DATA_DIR with one account; `env` overrides config variables. */
 export async function startTestApp(
