@@ -177,6 +177,27 @@ describe('operator CLI beside a running embedded server', () => {
     assert.equal(typeof info?.adminToken, 'string', 'an embedded server writes its generated token');
     assert.equal((await stat(serverFilePath(dataDir))).mode & 0o777, 0o600);
 
+    // A second server on the same DATA_DIR refuses to start, naming the holder; the first keeps running.
+    const secondServer = await run(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      env: isolatedEnv({
+        DATA_DIR: dataDir,
+        HOST: '127.0.0.1',
+        PORT: String(await freePort()),
+        LOG_LEVEL: 'warn',
+      }),
+      timeout: 120_000,
+    }).then(
+      () => undefined,
+      (err: { code?: number; stderr?: string }) => err,
+    );
+    assert.equal(secondServer?.code, 1, 'the second server exits with an error');
+    assert.match(
+      String(secondServer?.stderr),
+      new RegExp(`is in use by another voicegen process \\(pid ${String(server.child.pid)},`),
+    );
+    assert.equal(server.child.exitCode, null);
+    assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
+
     assert.match(await cli('accounts', 'create', 'alice'), /^account alice created \(id .+\)$/);
     const key = await cli('keys', 'create', 'alice');
     assert.match(key, /^sk-[a-z0-9]{32}$/);
