@@ -8,9 +8,11 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import pg from 'pg';
 import { readServerFile, serverFilePath, writeServerFile } from '../src/http/server-file.js';
 import { bearer, startTestApp } from './helpers/test-app.js';
 import { freePort } from './helpers/free-port.js';
+import { freshPostgresDatabase } from './helpers/servers.js';
 
 const run = promisify(execFile);
 
@@ -140,6 +142,37 @@ async function stopServer(server: RunningServer): Promise<void> {
   const [code] = (await exited) as [number | null];
   assert.equal(code, 0, `clean shutdown (stderr: ${server.stderr()})`);
 }
+
+describe('operator CLI on a PostgreSQL server (scale-out)', () => {
+  it('talks to PostgreSQL directly, safe beside running nodes', async () => {
+    const database = await freshPostgresDatabase();
+    const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-cli-pg-'));
+    try {
+      const cli = async (...args: string[]) =>
+        (
+          await run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+            env: isolatedEnv({ DATA_DIR: dataDir, DATABASE_URL: database.url }),
+            timeout: 120_000,
+          })
+        ).stdout.trim();
+      assert.match(await cli('accounts', 'create', 'bob'), /^account bob created \(id .+\)$/);
+      assert.match(await cli('keys', 'create', 'bob'), /^sk-[a-z0-9]{32}$/);
+      const client = new pg.Client({ connectionString: database.url });
+      await client.connect();
+      try {
+        const rows = await client.query<{ name: string; keys: string }>(
+          'select a.name, count(k.id) as keys from accounts a join api_keys k on k.account_id = a.id group by a.name',
+        );
+        assert.deepEqual(rows.rows, [{ name: 'bob', keys: '1' }]);
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+      await database.drop();
+    }
+  });
+});
 
 describe('operator CLI beside a running embedded server', () => {
   let dataDir: string;
