@@ -56,7 +56,23 @@ async function main(): Promise<void> {
   log.info(`voice service ready at ${config.publicUrl} (data in ${config.dataDir})`);
 }
 
+/** The messages of an error and its causes, one line each ("because: …"). */
+function explain(err: unknown): string {
+  const lines: string[] = [];
+  for (
+    let e: unknown = err;
+    e !== undefined && lines.length < 5;
+    e = e instanceof Error ? e.cause : undefined
+  ) {
+    lines.push(e instanceof Error ? e.message : JSON.stringify(e));
+  }
+  return lines.join('\n  because: ');
+}
+
 main().catch((err: unknown) => {
-  console.error(err);
+  // Start-up failures (a held DATA_DIR, an unreachable Redis or bucket, …) are the operator's to fix:
+  // say what is wrong in words; the stack only helps at LOG_LEVEL=debug.
+  console.error(`voicegen could not start: ${explain(err)}`);
+  if (process.env.LOG_LEVEL === 'debug' || process.env.LOG_LEVEL === 'trace') console.error(err);
   process.exit(1);
 });

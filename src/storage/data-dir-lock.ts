@@ -99,7 +99,8 @@ function lockedMessage(dataDir: string, lockPath: string, holder: DataDirLockHol
   return (
     `DATA_DIR ${dataDir} is in use by another voicegen process (pid ${holder.pid}, ${since}). The embedded ` +
     `database (PGlite) can be opened by one process only: stop that process first, or manage the running ` +
-    `server through its admin API / the CLI talking to it instead of opening DATA_DIR directly.`
+    `server through its admin API / the CLI talking to it instead of opening DATA_DIR directly (a server ` +
+    `that is still starting answers the CLI once it is up).`
   );
 }
 
