@@ -116,8 +116,13 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       events,
       async (taskId, idx) => {
         const state = await taskStore.pieceStatus(taskId, idx);
-        if (state === undefined || state.piece === 'failed' || state.task === 'failed') return 'failed';
-        return state.piece === 'generated' ? 'generated' : 'waiting';
+        if (state === undefined || state.piece === 'failed' || state.task === 'failed') {
+          return { piece: 'failed', taskUnfinished: false };
+        }
+        return {
+          piece: state.piece === 'generated' ? 'generated' : 'waiting',
+          taskUnfinished: state.task === 'pending' || state.task === 'processing',
+        };
       },
     );
     const taskRunner = new TaskRunner({
@@ -130,6 +135,8 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       engineFor: (binding) => synthesis.engineFor(binding),
       events,
       concurrency: config.generationConcurrency,
+      // Stream pipelines of a finished task have read its pieces long before this.
+      workFilesIdleMs: Math.max(config.streamIdleReclaimMs, 30 * 60_000),
       log: http.log,
     });
     runner = taskRunner;

@@ -76,11 +76,10 @@ class Fixture {
   service!: StreamService;
 
   constructor(readonly dir: string) {
-    this.store = new PieceAudioStore(
-      join(dir, 'work'),
-      this.events,
-      async (taskId, idx) => this.states.get(`${taskId}/${String(idx)}`) ?? 'waiting',
-    );
+    this.store = new PieceAudioStore(join(dir, 'work'), this.events, async (taskId, idx) => ({
+      piece: this.states.get(`${taskId}/${String(idx)}`) ?? 'waiting',
+      taskUnfinished: true,
+    }));
     this.tasks = {
       streamView: async (id) => {
         const view = this.views.get(id);

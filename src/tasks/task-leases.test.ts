@@ -258,12 +258,16 @@ void describe('TaskRunner under leases', () => {
       store,
       queue: new MemoryTaskQueue(),
       workerUrl: 'http://this-node.test',
-      pieceAudio: new PieceAudioStore(join(dir, 'work'), events, async () => 'waiting'),
+      pieceAudio: new PieceAudioStore(join(dir, 'work'), events, async () => ({
+        piece: 'waiting',
+        taskUnfinished: true,
+      })),
       blobs: new FsBlobStore(join(dir, 'blobs')),
       encoders,
       engineFor: () => engine,
       events,
       concurrency: 1,
+      workFilesIdleMs: 60_000,
       log: {
         info: () => undefined,
         warn: (_obj: unknown, msg?: string) => void logged.push({ level: 'warn', msg: String(msg) }),

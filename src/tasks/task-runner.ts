@@ -40,11 +40,15 @@ export interface TaskRunnerDeps {
   engineFor(binding: VoiceBinding): SpeechEngine;
   events: TaskEvents;
   concurrency: number;
+  /** Piece audio of finished tasks untouched this long is deleted from this node's work files. */
+  workFilesIdleMs: number;
   log: Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>;
 }
 
 /** The generation worker of one node: consumes the TaskQueue and writes under the lease's token. */
 export class TaskRunner {
+  private sweepTimer: NodeJS.Timeout | undefined;
+
   constructor(private readonly deps: TaskRunnerDeps) {}
 
   /** Queues every unfinished task (interrupted ones resume), then starts taking deliveries. */
@@ -54,6 +58,21 @@ export class TaskRunner {
     if (unfinished.length > 0)
       this.deps.log.info({ tasks: unfinished.length }, 'queued unfinished generation tasks');
     await this.deps.queue.start((lease) => this.handle(lease), this.deps.concurrency);
+    const every = Math.max(1000, Math.min(this.deps.workFilesIdleMs, 10 * 60_000));
+    this.sweepTimer = setInterval(() => void this.sweepWorkFiles(), every);
+    this.sweepTimer.unref();
+    void this.sweepWorkFiles();
+  }
+
+  /** Deletes this node's piece audio of tasks that are finished or gone (see PieceAudioStore.sweep). */
+  async sweepWorkFiles(): Promise<void> {
+    const { pieceAudio, store, log, workFilesIdleMs } = this.deps;
+    try {
+      const removed = await pieceAudio.sweep((ids) => store.unfinishedAmong(ids), workFilesIdleMs);
+      if (removed.length > 0) log.info({ tasks: removed.length }, 'removed piece audio of finished tasks');
+    } catch (err) {
+      log.warn({ err }, 'could not sweep piece audio work files');
+    }
   }
 
   /** Number of tasks being generated on this node right now. */
@@ -68,6 +87,7 @@ export class TaskRunner {
 
   /** Stops taking work and interrupts running tasks; they stay processing and are delivered again. */
   async stop(): Promise<void> {
+    clearInterval(this.sweepTimer);
     await this.deps.queue.close();
   }
 

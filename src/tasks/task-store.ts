@@ -76,6 +76,18 @@ export class TaskStore {
   }
 
   /** Ids of every task not finished yet (pending or processing), oldest first: the work to queue at start. */
+  /** Which of `ids` are tasks still pending or processing (the others are finished or deleted). */
+  async unfinishedAmong(ids: readonly string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await this.db
+      .selectFrom('tasks')
+      .select('id')
+      .where('id', 'in', [...ids])
+      .where('status', 'in', ['pending', 'processing'])
+      .execute();
+    return new Set(rows.map((r) => r.id));
+  }
+
   async unfinishedIds(): Promise<string[]> {
     const rows = await this.db
       .selectFrom('tasks')
