@@ -4,9 +4,10 @@
  * One FsSessionCache is fed at `rate` bytes/s (40 KB/s = 320 kbps MP3) in 100 ms chunks after
  * `history` seconds were already produced; then `readers` readers join at once at byte 0 (as a
  * live 200 does) and follow the session in-process for `seconds`. Printed per history and per
- * mode — file only (tail budget 0, the old path) and shared tail — first-byte latency p50/p99/max,
- * catch-up time to the joining point, peak open descriptors, heap/RSS before/peak/after and CPU.
- * Every reader's bytes are checked against what was appended.
+ * mode — file only or shared tail, each with per-reader file descriptors and reads (the paths
+ * before shared reads) or one shared descriptor and shared blocks (the default) — first-byte
+ * latency p50/p99/max, catch-up time to the joining point, peak open descriptors, file reads,
+ * heap/RSS before/peak/after and CPU. Every reader's bytes are checked against what was appended.
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -19,7 +20,11 @@ import { setTimeout as sleep, setImmediate as nextTurn } from 'node:timers/promi
 import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { DEFAULT_TAIL_BYTES, FsSessionCache } from '../src/stream/session-cache.fs.js';
+import {
+  DEFAULT_TAIL_BYTES,
+  FsSessionCache,
+  type FsSessionCacheOptions,
+} from '../src/stream/session-cache.fs.js';
 
 const MiB = 1024 * 1024;
 const TICK_MS = 100;
@@ -31,7 +36,7 @@ const { values: args } = parseArgs({
     seconds: { type: 'string', default: '10' },
     history: { type: 'string', default: '5,120' },
     'tail-bytes': { type: 'string', default: String(DEFAULT_TAIL_BYTES) },
-    /** Internal: `<budget>:<history>` runs that one scenario and prints its result as JSON. */
+    /** Internal: `<mode index>:<history>` runs that one scenario and prints its result as JSON. */
     scenario: { type: 'string' },
   },
 });
@@ -73,20 +78,25 @@ interface Result {
   wrongBytes: number;
   peakFds: number;
   baseFds: number;
+  fileReads: number;
   before: NodeJS.MemoryUsage;
   peak: { rss: number; heapUsed: number; arrayBuffers: number };
   after: NodeJS.MemoryUsage;
   cpuSeconds: number;
 }
 
-async function runScenario(mode: string, budget: number, historySeconds: number): Promise<Result> {
+async function runScenario(
+  mode: string,
+  options: FsSessionCacheOptions,
+  historySeconds: number,
+): Promise<Result> {
   const dir = await mkdtemp(join(tmpdir(), 'live-readers-'));
   // The session's bytes, generated up front so producing costs the same in both modes.
   const total = Math.ceil((historySeconds + seconds + 2) * rate);
   const content = randomBytes(total);
   const before = await settledMemory();
   const baseFds = openFds();
-  const cache = new FsSessionCache({ dir, name: 'session.mp3' }, { tailBytes: budget });
+  const cache = new FsSessionCache({ dir, name: 'session.mp3' }, options);
   const chunkSize = Math.round((rate * TICK_MS) / 1000);
 
   // The session has been running for `historySeconds` already.
@@ -165,6 +175,7 @@ async function runScenario(mode: string, budget: number, historySeconds: number)
   await Promise.all(ends);
   const cpu = process.cpuUsage(cpuBefore);
   clearInterval(sampler);
+  const fileReads = cache.fileReadCount;
   await cache.destroy();
   await rm(dir, { recursive: true, force: true });
   const after = await settledMemory();
@@ -177,6 +188,7 @@ async function runScenario(mode: string, budget: number, historySeconds: number)
     wrongBytes,
     peakFds,
     baseFds,
+    fileReads,
     before,
     peak,
     after,
@@ -184,20 +196,24 @@ async function runScenario(mode: string, budget: number, historySeconds: number)
   };
 }
 
-const modes: [string, number][] = [
-  ['file only (tail 0, old path)', 0],
-  [`shared tail (${mib(tailBytes)} MiB)`, tailBytes],
+const tailLabel = `tail ${mib(tailBytes)} MiB`;
+const modes: [string, FsSessionCacheOptions][] = [
+  ['file only, per-reader fds (oldest path)', { tailBytes: 0, fileReads: 'per-reader' }],
+  ['file only, shared fd + blocks', { tailBytes: 0, fileReads: 'shared' }],
+  [`${tailLabel}, per-reader fds (080316b)`, { tailBytes, fileReads: 'per-reader' }],
+  [`${tailLabel}, shared fd + blocks (default)`, { tailBytes, fileReads: 'shared' }],
 ];
 
 if (args.scenario !== undefined) {
-  const [budget, historySeconds] = args.scenario.split(':').map(Number);
-  const mode = modes.find(([, b]) => b === budget)?.[0] ?? `tail ${String(budget)}`;
-  console.log(JSON.stringify(await runScenario(mode, budget ?? 0, historySeconds ?? 0)));
+  const [modeIndex, historySeconds] = args.scenario.split(':').map(Number);
+  const [mode, options] = modes[modeIndex ?? -1] ?? [];
+  if (mode === undefined || options === undefined) throw new Error(`no mode ${String(modeIndex)}`);
+  console.log(JSON.stringify(await runScenario(mode, options, historySeconds ?? 0)));
 } else {
   // Each scenario in a fresh process, so RSS and heap start from the same place.
   const results: Result[] = [];
   for (const historySeconds of histories) {
-    for (const [mode, budget] of modes) {
+    for (const [modeIndex, [mode]] of modes.entries()) {
       const child = spawnSync(
         process.execPath,
         [
@@ -205,7 +221,7 @@ if (args.scenario !== undefined) {
           process.argv[1] ?? '',
           ...process.argv.slice(2),
           '--scenario',
-          `${String(budget)}:${String(historySeconds)}`,
+          `${String(modeIndex)}:${String(historySeconds)}`,
         ],
         { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 64 * MiB },
       );
@@ -222,14 +238,14 @@ function printTable(results: Result[]): void {
     `\n${String(readerCount)} readers joining at byte 0 of one session fed at ${String(rate)} B/s, followed for ${String(seconds)} s; Node ${process.version}\n`,
   );
   console.log(
-    '| history | mode | first byte p50 / p99 / max (ms) | caught up p50 / p99 (ms) | peak fds (+base) | heap MiB before / peak / after | RSS MiB before / peak / after | CPU s | failed / wrong |',
+    '| history | mode | first byte p50 / p99 / max (ms) | caught up p50 / p99 (ms) | peak fds (+base) | file reads | heap MiB before / peak / after | RSS MiB before / peak / after | CPU s | failed / wrong |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     const fb = r.firstByte;
     const cu = r.catchUp;
     console.log(
-      `| ${String(r.historySeconds)} s (${mib(r.historySeconds * rate)} MiB) | ${r.mode} | ${ms(percentile(fb, 50))} / ${ms(percentile(fb, 99))} / ${ms(fb.at(-1) ?? NaN)} | ${ms(percentile(cu, 50))} / ${ms(percentile(cu, 99))} | ${String(r.peakFds - r.baseFds)} (+${String(r.baseFds)}) | ${mib(r.before.heapUsed)} / ${mib(r.peak.heapUsed)} / ${mib(r.after.heapUsed)} | ${mib(r.before.rss)} / ${mib(r.peak.rss)} / ${mib(r.after.rss)} | ${r.cpuSeconds.toFixed(2)} | ${String(r.failed)} / ${String(r.wrongBytes)} |`,
+      `| ${String(r.historySeconds)} s (${mib(r.historySeconds * rate)} MiB) | ${r.mode} | ${ms(percentile(fb, 50))} / ${ms(percentile(fb, 99))} / ${ms(fb.at(-1) ?? NaN)} | ${ms(percentile(cu, 50))} / ${ms(percentile(cu, 99))} | ${String(r.peakFds - r.baseFds)} (+${String(r.baseFds)}) | ${String(r.fileReads)} | ${mib(r.before.heapUsed)} / ${mib(r.peak.heapUsed)} / ${mib(r.after.heapUsed)} | ${mib(r.before.rss)} / ${mib(r.peak.rss)} / ${mib(r.after.rss)} | ${r.cpuSeconds.toFixed(2)} | ${String(r.failed)} / ${String(r.wrongBytes)} |`,
     );
   }
 }

@@ -11,6 +11,7 @@ import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promi
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import {
+  DEFAULT_SHARED_BLOCK_BYTES,
   DEFAULT_TAIL_BYTES,
   FsSessionCache,
   READ_CHUNK_SIZE,
@@ -34,12 +35,13 @@ async function collect(stream: Readable): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** Number of this process's descriptors open on `path` (Linux /proc). */
+/** Number of this process's descriptors open on `path`, deleted or not (Linux /proc). */
 function fdsOn(path: string): number {
   let n = 0;
   for (const fd of readdirSync('/proc/self/fd')) {
     try {
-      if (readlinkSync(`/proc/self/fd/${fd}`) === path) n++;
+      const target = readlinkSync(`/proc/self/fd/${fd}`);
+      if (target === path || target === `${path} (deleted)`) n++;
     } catch {
       // the descriptor used to list the directory is gone already
     }
@@ -437,12 +439,12 @@ void describe('FsSessionCache in-memory tail', () => {
     assert.equal(tail.end, 1100);
     assert.equal(tail.view(249, Infinity), null);
     assert.deepEqual(tail.view(260, Infinity), mixed(260, 240)); // to the end of its slab
-    assert.ok(tail.heldBytes <= 1000);
+    assert.ok(tail.heldBytes <= 1000, 'tail.heldBytes <= 1000');
     tail.append(mixed(1100, 10_000)); // larger than the budget: only its last slabs are copied
     assert.equal(tail.end, 11_100);
     assert.equal(tail.start, 10_250);
     assert.deepEqual(tail.view(11_000, Infinity), mixed(11_000, 100));
-    assert.ok(tail.heldBytes <= 1000);
+    assert.ok(tail.heldBytes <= 1000, 'tail.heldBytes <= 1000');
     tail.clear();
     assert.equal(tail.start, 11_100);
     assert.equal(tail.heldBytes, 0);
@@ -468,19 +470,34 @@ void describe('FsSessionCache in-memory tail', () => {
         fromProduced: fc.integer({ min: -12_000, max: 3000 }),
         length: fc.option(fc.nat({ max: 9000 }), { nil: null }),
         turnsPerChunk: fc.constantFrom(0, 0, 1, 4),
+        /** Further readers of the same window joining with it: they share file blocks. */
+        twins: fc.constantFrom(0, 0, 1, 3),
       });
+      /** How readers behind the tail read: shared blocks of various budgets (0 = none kept), or per reader. */
+      const fileReading = fc.constantFrom<FsSessionCacheOptions>(
+        { fileReads: 'shared' },
+        { fileReads: 'shared', sharedBlockBytes: 0 },
+        { fileReads: 'shared', sharedBlockBytes: 1000 },
+        { fileReads: 'shared', sharedBlockBytes: READ_CHUNK_SIZE },
+        { fileReads: 'shared', sharedBlockBytes: 2 * READ_CHUNK_SIZE + 5000 },
+        { fileReads: 'per-reader' },
+      );
       await fc.assert(
         fc.asyncProperty(
-          fc.integer({ min: 1, max: 5000 }),
-          fc.array(fc.nat({ max: 7000 }), { minLength: 1, maxLength: 30 }),
+          fc.integer({ min: 0, max: 5000 }),
+          fileReading,
+          // Up to 30 chunks of up to 20,000 bytes: several 64 KiB file blocks, the last one growing.
+          fc.array(fc.nat({ max: 20_000 }), { minLength: 1, maxLength: 30 }),
           fc.array(readerPlan, { maxLength: 10 }),
           fc.constantFrom('finish', 'fail', 'destroy'),
-          async (tailBytes, chunkSizes, plans, ending) => {
-            const cache = newCache(`run-${String(run++)}.bin`, { tailBytes });
+          async (tailBytes, reading, chunkSizes, plans, ending) => {
+            const cache = newCache(`run-${String(run++)}.bin`, { tailBytes, ...reading });
+            const blockBudget = reading.sharedBlockBytes ?? DEFAULT_SHARED_BLOCK_BYTES;
             const readers: {
               start: number;
               end: number | null;
               slow: boolean;
+              stream: Readable;
               outcome: Promise<ReadOutcome>;
             }[] = [];
             const join = (index: number): void => {
@@ -488,9 +505,11 @@ void describe('FsSessionCache in-memory tail', () => {
                 if (Math.min(plan.joinAfter, chunkSizes.length - 1) !== index) continue;
                 const start = Math.max(0, cache.produced + plan.fromProduced);
                 const end = plan.length === null ? null : start + plan.length;
-                const stream = cache.createReadStream(start, end);
-                const slow = plan.turnsPerChunk > 0;
-                readers.push({ start, end, slow, outcome: readAll(stream, plan.turnsPerChunk) });
+                for (let twin = 0; twin <= plan.twins; twin++) {
+                  const stream = cache.createReadStream(start, end);
+                  const slow = plan.turnsPerChunk > 0;
+                  readers.push({ start, end, slow, stream, outcome: readAll(stream, plan.turnsPerChunk) });
+                }
               }
             };
             let produced = 0;
@@ -498,7 +517,16 @@ void describe('FsSessionCache in-memory tail', () => {
               join(index);
               await cache.append(mixed(produced, size));
               produced += size;
-              assert.ok(cache.tailHeldBytes <= tailBytes);
+              assert.ok(cache.tailHeldBytes <= tailBytes, 'cache.tailHeldBytes <= tailBytes');
+              assert.ok(
+                cache.sharedBlockHeldBytes <= blockBudget,
+                'cache.sharedBlockHeldBytes <= blockBudget',
+              );
+              await nextTurn(); // let readers take some file blocks between appends
+              assert.ok(
+                cache.sharedBlockHeldBytes <= blockBudget,
+                'cache.sharedBlockHeldBytes <= blockBudget',
+              );
             }
             switch (ending) {
               case 'finish':
@@ -532,10 +560,15 @@ void describe('FsSessionCache in-memory tail', () => {
                 else assert.match(error.message, /destroyed/, label);
               }
             }
+            // No descriptor outlives its readers and the cache, in any mode.
+            for (const { stream } of readers) if (!stream.closed) await once(stream, 'close');
             await cache.destroy();
+            assert.equal(fdsOn(cache.path), 0);
+            assert.equal(cache.sharedBlockHeldBytes, 0);
           },
         ),
-        { numRuns: 200 },
+        // A failure stops shrinking after the time limit, so it reports within the test timeout.
+        { numRuns: 250, interruptAfterTimeLimit: 90_000, markInterruptAsFailure: true },
       );
     },
   );
@@ -552,7 +585,7 @@ void describe('FsSessionCache in-memory tail', () => {
       received.push(Buffer.from(next.value));
       return true;
     };
-    assert.ok(await take());
+    assert.ok(await take(), 'await take()');
     assert.equal(fdsOn(cache.path), 1); // the writer's only: the first bytes came from memory
 
     let produced = 10_000;
@@ -562,21 +595,24 @@ void describe('FsSessionCache in-memory tail', () => {
     }
     const position = received.reduce((n, b) => n + b.length, 0);
     assert.ok(cache.tailStart > position + READ_CHUNK_SIZE, 'the reader is behind the tail');
-    assert.ok(cache.tailHeldBytes <= 64 * 1024);
+    assert.ok(cache.tailHeldBytes <= 64 * 1024, 'cache.tailHeldBytes <= 64 * 1024');
     // The stream buffered up to one chunk from memory before it paused; then it reads the file.
-    while (fdsOn(cache.path) === 1 && received.length < 10) assert.ok(await take());
+    while (fdsOn(cache.path) === 1 && received.length < 10) assert.ok(await take(), 'await take()');
     assert.equal(fdsOn(cache.path), 2);
-    while (received.reduce((n, b) => n + b.length, 0) < produced) assert.ok(await take());
+    while (received.reduce((n, b) => n + b.length, 0) < produced) assert.ok(await take(), 'await take()');
     // Caught up: asking for more waits at the live edge, where the reader closes its descriptor.
     const more = take();
     await eventually(() => fdsOn(cache.path) === 1, 'the reader to close its descriptor');
     await cache.append(mixed(produced, 100));
     produced += 100;
-    assert.ok(await more);
+    assert.ok(await more, 'await more');
     assert.equal(fdsOn(cache.path), 1);
     await cache.finish();
     while (await take());
-    assert.ok(Buffer.concat(received).equals(mixed(0, produced)));
+    assert.ok(
+      Buffer.concat(received).equals(mixed(0, produced)),
+      'Buffer.concat(received).equals(mixed(0, produced))',
+    );
   });
 
   void test(
@@ -638,7 +674,7 @@ void describe('FsSessionCache in-memory tail', () => {
       for (let round = 0; round < rounds; round++) {
         if (round === rounds / 2) {
           // Late joiners start inside the tail, well after its front dropped off.
-          assert.ok(cache.tailStart > 0);
+          assert.ok(cache.tailStart > 0, 'cache.tailStart > 0');
           for (let i = 0; i < readerCount / 2; i++) follow(cache.tailStart + i);
         }
         for (const size of sizes) {
@@ -674,12 +710,16 @@ void describe('FsSessionCache in-memory tail', () => {
       [await bounded, 4000],
     ] as const) {
       assert.equal(outcome.error?.message, 'engine crashed');
-      assert.ok(outcome.bytes.equals(mixed(start, 5500 - start)));
+      assert.ok(
+        outcome.bytes.equals(mixed(start, 5500 - start)),
+        'outcome.bytes.equals(mixed(start, 5500 - start))',
+      );
     }
-    assert.equal(fdsOn(failing.path), 0); // the tail served them; the writer is closed
+    // The tail served them (no read descriptor); fail() closes the writer without waiting for it.
+    await eventually(() => fdsOn(failing.path) === 0, 'the writer to close');
     // A reader created after the failure still gets the written bytes from memory, then the error.
     const late = await readAll(failing.createReadStream(5400, null));
-    assert.ok(late.bytes.equals(mixed(5400, 100)));
+    assert.ok(late.bytes.equals(mixed(5400, 100)), 'late.bytes.equals(mixed(5400, 100))');
     assert.equal(late.error?.message, 'engine crashed');
 
     const destroyed = newCache('destroyed.bin');
@@ -690,7 +730,7 @@ void describe('FsSessionCache in-memory tail', () => {
     await destroyed.destroy();
     const { bytes, error } = await outcome;
     assert.match(error?.message ?? '', /destroyed/);
-    assert.ok(bytes.equals(mixed(0, bytes.length)));
+    assert.ok(bytes.equals(mixed(0, bytes.length)), 'bytes.equals(mixed(0, bytes.length))');
     assert.equal(destroyed.tailHeldBytes, 0);
     assert.match((await readAll(destroyed.createReadStream(0, null))).error?.message ?? '', /destroyed/);
   });
@@ -718,20 +758,250 @@ void describe('FsSessionCache in-memory tail', () => {
     await cache.append(buffer);
     buffer.fill(0);
     await cache.finish();
-    assert.ok((await collect(cache.createReadStream(0, null))).equals(mixed(0, 1000)));
+    assert.ok(
+      (await collect(cache.createReadStream(0, null))).equals(mixed(0, 1000)),
+      '(await collect(cache.createReadStream(0, null))).equals(mixed(0, 1000))',
+    );
   });
 
   void test('a settled cache frees its tail when its last reader leaves; later readers use the file', async () => {
     const cache = newCache();
     await cache.append(mixed(0, 300_000));
-    assert.ok(cache.tailHeldBytes > 0 && cache.tailHeldBytes <= DEFAULT_TAIL_BYTES);
+    assert.ok(
+      cache.tailHeldBytes > 0 && cache.tailHeldBytes <= DEFAULT_TAIL_BYTES,
+      'cache.tailHeldBytes > 0 && cache.tailHeldBytes <= DEFAULT_TAIL_BYTES',
+    );
     const reader = cache.createReadStream(0, null);
     const outcome = readAll(reader, 1);
     await cache.finish();
     assert.ok(cache.tailHeldBytes > 0, 'kept while a reader remains');
-    assert.ok((await outcome).bytes.equals(mixed(0, 300_000)));
+    assert.ok(
+      (await outcome).bytes.equals(mixed(0, 300_000)),
+      '(await outcome).bytes.equals(mixed(0, 300_000))',
+    );
     if (!reader.closed) await once(reader, 'close');
     assert.equal(cache.tailHeldBytes, 0);
-    assert.ok((await collect(cache.createReadStream(123, null))).equals(mixed(123, 300_000 - 123)));
+    assert.ok(
+      (await collect(cache.createReadStream(123, null))).equals(mixed(123, 300_000 - 123)),
+      '(await collect(cache.createReadStream(123, null))).equals(mixed(123, 300_000 - 123))',
+    );
+  });
+});
+
+void describe('FsSessionCache shared file reads', () => {
+  void test('readers at the same block share one read and get views of the same buffer', async () => {
+    const blocks = 10;
+    const size = blocks * READ_CHUNK_SIZE - 1000; // the last block is partial
+    const cache = newCache('same-block.bin', { tailBytes: 0 });
+    await cache.append(mixed(0, size));
+    await cache.finish();
+    const readers = Array.from({ length: 100 }, (_, i) => cache.createReadStream(i % 7, null));
+    const firstChunks = readers.map(async (stream) => (await once(stream, 'data'))[0] as Buffer);
+    const outcomes = readers.map((stream) => readAll(stream));
+    const first = await Promise.all(firstChunks);
+    // Zero-copy: every first chunk is a view of one buffer, read once for all of them.
+    for (const chunk of first) assert.equal(chunk.buffer, first[0]?.buffer);
+    for (const [i, { bytes, error }] of (await Promise.all(outcomes)).entries()) {
+      assert.equal(error, null);
+      assert.ok(bytes.equals(mixed(i % 7, size - (i % 7))), `reader ${String(i)}`);
+    }
+    // Every block read once: the map (1 MiB) holds the whole file, so even stragglers share.
+    assert.equal(cache.fileReadCount, blocks);
+    for (const stream of readers) if (!stream.closed) await once(stream, 'close');
+    assert.equal(cache.sharedBlockHeldBytes, 0, 'no reader reads the file: the blocks are freed');
+    assert.equal(fdsOn(cache.path), 0, 'and the shared descriptor is closed');
+
+    // A later reader reads again, through a new descriptor; a tiny budget keeps nothing for it.
+    const lru = newCache('lru.bin', { tailBytes: 0, sharedBlockBytes: 2 * READ_CHUNK_SIZE });
+    await lru.append(mixed(0, size));
+    await lru.finish();
+    const slow = lru.createReadStream(0, null);
+    const slowOutcome = readAll(slow, 2);
+    const fast = await readAll(lru.createReadStream(0, null));
+    assert.ok(fast.bytes.equals(mixed(0, size)), 'fast.bytes.equals(mixed(0, size))');
+    assert.ok(
+      lru.sharedBlockHeldBytes <= 2 * READ_CHUNK_SIZE,
+      'lru.sharedBlockHeldBytes <= 2 * READ_CHUNK_SIZE',
+    );
+    assert.ok(
+      (await slowOutcome).bytes.equals(mixed(0, size)),
+      '(await slowOutcome).bytes.equals(mixed(0, size))',
+    );
+    // Two readers, ten blocks: at most one read per block per reader, whatever was evicted.
+    assert.ok(
+      lru.fileReadCount >= blocks && lru.fileReadCount <= 2 * blocks,
+      'lru.fileReadCount >= blocks && lru.fileReadCount <= 2 * blocks',
+    );
+  });
+
+  void test('readers behind the tail share one descriptor, closed when the last one reaches the live edge', async () => {
+    const cache = newCache('one-fd.bin', { tailBytes: 64 * 1024 });
+    await cache.append(mixed(0, 20 * READ_CHUNK_SIZE));
+    assert.equal(fdsOn(cache.path), 1); // the writer's
+    const iterators = [0, 5 * READ_CHUNK_SIZE + 3, 9 * READ_CHUNK_SIZE].map(
+      (start) => cache.createReadStream(start, null)[Symbol.asyncIterator]() as AsyncIterator<Buffer>,
+    );
+    const received = iterators.map(() => [] as Buffer[]);
+    const take = async (i: number): Promise<boolean> => {
+      const next = await (iterators[i] as AsyncIterator<Buffer>).next();
+      if (next.done === true) return false;
+      received[i]?.push(Buffer.from(next.value));
+      return true;
+    };
+    for (let i = 0; i < iterators.length; i++) assert.ok(await take(i), 'await take(i)');
+    assert.equal(fdsOn(cache.path), 2, 'three readers behind the tail, one read descriptor');
+    // The third reader catches up and waits at the live edge; the others still need the file.
+    const ahead = cache.produced - 9 * READ_CHUNK_SIZE;
+    while ((received[2] ?? []).reduce((n, b) => n + b.length, 0) < ahead)
+      assert.ok(await take(2), 'await take(2)');
+    const waiting = take(2);
+    assert.equal(await isSettled(waiting), false);
+    assert.equal(fdsOn(cache.path), 2);
+    // The other two catch up too: nobody needs the file any more, the descriptor closes.
+    const produced = cache.produced;
+    const behind = [0, 5 * READ_CHUNK_SIZE + 3];
+    const pending: Promise<boolean>[] = [];
+    for (const i of [0, 1]) {
+      while ((received[i] ?? []).reduce((n, b) => n + b.length, 0) < produced - (behind[i] ?? 0))
+        assert.ok(await take(i), 'await take(i)');
+      pending.push(take(i));
+    }
+    await eventually(() => fdsOn(cache.path) === 1, 'the shared descriptor to close');
+    assert.equal(cache.sharedBlockHeldBytes, 0);
+    await cache.append(mixed(produced, 100));
+    assert.ok(await waiting, 'await waiting');
+    for (const more of pending) assert.ok(await more, 'await more');
+    assert.equal(fdsOn(cache.path), 1, 'the new bytes came from the tail');
+    await cache.finish();
+    for (let i = 0; i < iterators.length; i++) while (await take(i));
+    for (const [i, start] of [0, 5 * READ_CHUNK_SIZE + 3, 9 * READ_CHUNK_SIZE].entries())
+      assert.ok(
+        Buffer.concat(received[i] ?? []).equals(mixed(start, produced + 100 - start)),
+        'Buffer.concat(received[i] ?? []).equals(mixed(start, produced + 100 - start))',
+      );
+  });
+
+  void test('destroy closes the shared descriptor under readers behind the tail; fail truncates them', async () => {
+    const destroyed = newCache('destroy-shared.bin', { tailBytes: 64 * 1024 });
+    await destroyed.append(mixed(0, 40 * READ_CHUNK_SIZE));
+    const streams = Array.from({ length: 20 }, () => destroyed.createReadStream(0, null));
+    const outcomes = streams.map((stream) => readAll(stream, 1));
+    await once(streams[0] as Readable, 'data');
+    assert.equal(fdsOn(destroyed.path), 2);
+    await destroyed.destroy();
+    for (const { bytes, error } of await Promise.all(outcomes)) {
+      assert.match(error?.message ?? '', /destroyed/);
+      assert.ok(bytes.equals(mixed(0, bytes.length)), 'bytes.equals(mixed(0, bytes.length))');
+    }
+    for (const stream of streams) if (!stream.closed) await once(stream, 'close');
+    assert.equal(fdsOn(destroyed.path), 0);
+    assert.equal(destroyed.sharedBlockHeldBytes, 0);
+
+    const failing = newCache('fail-shared.bin', { tailBytes: 64 * 1024 });
+    await failing.append(mixed(0, 10 * READ_CHUNK_SIZE));
+    failing.fail(new Error('engine crashed'));
+    const ac = new AbortController();
+    const aborted = failing.createReadStream(0, null, ac.signal);
+    const abortedError = once(aborted, 'error');
+    aborted.once('data', () => ac.abort());
+    const late = await Promise.all(
+      Array.from({ length: 10 }, () => readAll(failing.createReadStream(0, null))),
+    );
+    for (const { bytes, error } of late) {
+      assert.equal(error?.message, 'engine crashed');
+      assert.ok(bytes.equals(mixed(0, 10 * READ_CHUNK_SIZE)), 'every written byte, then the error');
+    }
+    const [abortError] = (await abortedError) as [Error];
+    assert.equal(abortError.name, 'AbortError');
+    if (!aborted.closed) await once(aborted, 'close');
+    await eventually(() => fdsOn(failing.path) === 0, 'the descriptors to close');
+  });
+
+  void test(
+    '1,000 readers joining an old session at byte 0 share one descriptor and read each block about once',
+    { timeout: 120_000 },
+    async () => {
+      const readerCount = 1000;
+      const tailBytes = 256 * 1024;
+      const history = 6 * MiB; // all but the newest 256 KiB is behind the tail when they join
+      const live = 40 * 4096; // appended while they read
+      const total = history + live;
+      const content = mixed(0, total);
+      const fdsBefore = openFds();
+      const cache = newCache('old-session.bin', { tailBytes });
+      for (let produced = 0; produced < history; produced += 100_000)
+        await cache.append(content.subarray(produced, Math.min(history, produced + 100_000)));
+      assert.ok(cache.tailStart > history - tailBytes - READ_CHUNK_SIZE, 'most of it left the tail');
+      assert.equal(cache.fileReadCount, 0);
+
+      let maxFds = openFds();
+      let maxBlockBytes = 0;
+      let events = 0;
+      const sample = (): void => {
+        maxFds = Math.max(maxFds, openFds());
+        maxBlockBytes = Math.max(maxBlockBytes, cache.sharedBlockHeldBytes);
+      };
+      const followers = Array.from({ length: readerCount }, () => {
+        const stream = cache.createReadStream(0, null);
+        const follower = { stream, received: 0, mismatches: 0, ended: once(stream, 'end') };
+        stream.on('data', (chunk: Buffer) => {
+          const at = follower.received;
+          if (!chunk.equals(content.subarray(at, at + chunk.length))) follower.mismatches++;
+          follower.received += chunk.length;
+          if (++events % 1000 === 0) sample();
+        });
+        return follower;
+      });
+      for (let produced = history; produced < total; produced += 4096) {
+        await cache.append(content.subarray(produced, produced + 4096));
+        sample();
+        await nextTurn();
+      }
+      await cache.finish();
+      await Promise.all(followers.map((f) => f.ended));
+      for (const { stream } of followers) if (!stream.closed) await once(stream, 'close');
+      for (const [i, f] of followers.entries()) {
+        assert.equal(f.received, total, `reader ${String(i)}`);
+        assert.equal(f.mismatches, 0, `reader ${String(i)}`);
+      }
+      // One shared read descriptor (plus the writer's and a few of the runtime's), never one per reader.
+      assert.ok(maxFds - fdsBefore <= 4, `open descriptors grew by ${String(maxFds - fdsBefore)}`);
+      assert.ok(maxBlockBytes <= DEFAULT_SHARED_BLOCK_BYTES, 'maxBlockBytes <= DEFAULT_SHARED_BLOCK_BYTES');
+      // The file part is ~94 blocks; per-reader reads would be ~94,000. Shared: about one per block.
+      const fileBlocks = Math.ceil(history / READ_CHUNK_SIZE);
+      assert.ok(
+        cache.fileReadCount <= 2 * fileBlocks,
+        `${String(cache.fileReadCount)} file reads for ${String(fileBlocks)} blocks and ${String(readerCount)} readers`,
+      );
+      assert.equal(cache.sharedBlockHeldBytes, 0);
+      assert.equal(fdsOn(cache.path), 0);
+    },
+  );
+
+  void test('per-reader mode: each reader reads every block itself through its own descriptor', async () => {
+    const blocks = 8;
+    const cache = newCache('per-reader.bin', { tailBytes: 0, fileReads: 'per-reader' });
+    await cache.append(mixed(0, blocks * READ_CHUNK_SIZE));
+    const streams = Array.from({ length: 20 }, () => cache.createReadStream(0, null));
+    const firstChunks = streams.map(async (stream) => (await once(stream, 'data'))[0] as Buffer);
+    const outcomes = streams.map((stream) => readAll(stream));
+    const first = await Promise.all(firstChunks);
+    // Each holds its descriptor until it ends (no tail: the next bytes come from the file too).
+    assert.equal(fdsOn(cache.path), 1 + streams.length);
+    assert.notEqual(first[0]?.buffer, first[1]?.buffer);
+    await cache.finish();
+    for (const { bytes, error } of await Promise.all(outcomes)) {
+      assert.equal(error, null);
+      assert.ok(
+        bytes.equals(mixed(0, blocks * READ_CHUNK_SIZE)),
+        'bytes.equals(mixed(0, blocks * READ_CHUNK_SIZE))',
+      );
+    }
+    assert.ok(
+      cache.fileReadCount >= streams.length * blocks,
+      'cache.fileReadCount >= streams.length * blocks',
+    );
+    for (const stream of streams) if (!stream.closed) await once(stream, 'close');
+    assert.equal(fdsOn(cache.path), 0);
   });
 });

@@ -1,10 +1,13 @@
 /**
  * SessionCache backed by one append-only file plus a bounded in-memory tail of its newest bytes:
  * the producer awaits each write (disk back-pressure), then the chunk joins the tail that every
- * reader shares. A reader inside the tail gets zero-copy views of it (no descriptor, no read); a
- * reader behind the tail opens its own descriptor lazily and reads the file (the OS page cache) in
- * bounded chunks. Memory stays flat however many readers there are and however slowly they consume:
- * the tail is one per cache, and a slow reader falls off it onto the file instead of pinning it.
+ * reader shares. A reader inside the tail gets zero-copy views of it (no descriptor, no read). The
+ * readers behind the tail share one read descriptor per cache (opened on first need, closed when
+ * none of them needs it any more) and one small map of file blocks: readers at the same block at
+ * about the same time (they all start at byte 0) cause one positional read and get zero-copy views
+ * of its buffer. Memory stays flat however many readers there are and however slowly they consume:
+ * the tail and the block map are bounded and one per cache, and a slow reader falls off the tail
+ * onto the file instead of pinning it.
  */
 import { open, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, join } from 'node:path';
@@ -12,7 +15,10 @@ import { Readable } from 'node:stream';
 import { MAX_TAIL_SLAB_SIZE, MemoryTail } from './memory-tail.js';
 import type { SessionCache, SessionCacheLocation } from './session-cache.js';
 
-/** Size of one file read and of a reader's buffer: the most a reader holds in memory at a time. */
+/**
+ * Size of one file read, of a shared file block (blocks are aligned on multiples of it) and of a
+ * reader's buffer: the most a reader holds in memory at a time.
+ */
 export const READ_CHUNK_SIZE = MAX_TAIL_SLAB_SIZE;
 
 /**
@@ -21,10 +27,49 @@ export const READ_CHUNK_SIZE = MAX_TAIL_SLAB_SIZE;
  */
 export const DEFAULT_TAIL_BYTES = 2 * 1024 * 1024;
 
+/**
+ * Default budget of the shared file blocks per cache: 1 MiB (16 blocks). Readers that read the file
+ * at about the same time (a crowd joining at byte 0 moves in lockstep) share every read. The map is
+ * held only while some reader reads the file, but then even if that reader is paused, so it is
+ * kept small (test/stream.backpressure.http.test.ts allows a slow listener less than 4 MiB).
+ */
+export const DEFAULT_SHARED_BLOCK_BYTES = 1024 * 1024;
+
 /** Tuning of one FsSessionCache. */
 export interface FsSessionCacheOptions {
   /** Byte budget of the shared in-memory tail (default DEFAULT_TAIL_BYTES); 0 = every read from the file. */
   tailBytes?: number;
+  /**
+   * How readers behind the tail read the file: 'shared' (default) = one descriptor per cache and
+   * shared block reads; 'per-reader' = each reader opens its own descriptor and reads for itself
+   * (the path before shared reads, kept selectable for benchmarks).
+   */
+  fileReads?: 'shared' | 'per-reader';
+  /** Byte budget of the shared file blocks (default DEFAULT_SHARED_BLOCK_BYTES); 0 = shared descriptor, unshared reads. */
+  sharedBlockBytes?: number;
+}
+
+/**
+ * One reader's access to the cache file while it is behind the tail: a lease on the cache's shared
+ * descriptor and blocks, or (per-reader mode) a descriptor of its own.
+ */
+interface FileReads {
+  /**
+   * Bytes from `position` (< `fileEnd`, the bytes written so far) to at most `limit` and the end
+   * of one block. The buffer may be shared with other readers: read-only.
+   */
+  read(position: number, fileEnd: number, limit: number): Promise<Buffer>;
+  /** Gives the access up; resolves once no descriptor is held for it any more. */
+  release(): Promise<void>;
+}
+
+/** A block of the file read once for every reader that needs it while it is remembered. */
+interface SharedBlock {
+  /** File offset after the block's last byte (the block was read up to the bytes written then). */
+  readonly end: number;
+  /** Bytes held for it: `end` minus the block's start. */
+  readonly size: number;
+  readonly bytes: Promise<Buffer>;
 }
 
 function toError(value: unknown): Error {
@@ -35,6 +80,171 @@ function abortError(signal: AbortSignal): Error {
   return signal.reason instanceof Error
     ? signal.reason
     : new Error('The operation was aborted', { cause: signal.reason });
+}
+
+function destroyedError(): Error {
+  return new Error('session cache was destroyed');
+}
+
+/** Reads `[start, end)` of the file into a new buffer; the bytes exist (they were written before `produced` grew). */
+async function readExactly(
+  handle: FileHandle,
+  start: number,
+  end: number,
+  onRead: () => void,
+): Promise<Buffer> {
+  const buffer = Buffer.allocUnsafeSlow(end - start);
+  let filled = 0;
+  while (filled < buffer.byteLength) {
+    onRead();
+    const { bytesRead } = await handle.read(buffer, filled, buffer.byteLength - filled, start + filled);
+    if (bytesRead === 0) throw new Error('session cache file is shorter than its produced size');
+    filled += bytesRead;
+  }
+  return buffer;
+}
+
+/**
+ * The read side of one cache file shared by all readers behind the tail: one descriptor, opened
+ * on the first read and closed when the last lease is given up (or the cache is destroyed), and
+ * an LRU map of aligned blocks (in flight or read), bounded by a byte budget. A reader that needs
+ * a block the map holds (up to its position) joins that read instead of issuing its own. Evicting
+ * a block only forgets it: readers still holding views of its buffer keep that alive, never the map.
+ */
+class SharedFileBlocks {
+  private handle: Promise<FileHandle> | null = null;
+  /** The last close of the descriptor; the next open waits for it, so at most one is open. */
+  private closing: Promise<void> = Promise.resolve();
+  private leases = 0;
+  /** Block index → block, least recently used first. */
+  private readonly blocks = new Map<number, SharedBlock>();
+  private blockBytes = 0;
+
+  constructor(
+    private readonly openFile: () => Promise<FileHandle>,
+    private readonly budgetBytes: number,
+    private readonly onRead: () => void,
+  ) {
+    if (!Number.isSafeInteger(budgetBytes) || budgetBytes < 0)
+      throw new RangeError('shared block budget must be a non-negative integer');
+  }
+
+  /** Bytes of blocks remembered now (at most the budget). */
+  get heldBytes(): number {
+    return this.blockBytes;
+  }
+
+  /** Access for one reader; the descriptor is opened by the first read that needs it. */
+  lease(): FileReads {
+    this.leases++;
+    let released = false;
+    return {
+      read: (position, fileEnd, limit) => this.read(position, fileEnd, limit),
+      release: () => {
+        if (released) return this.closing;
+        released = true;
+        this.leases--;
+        return this.leases === 0 ? this.close() : Promise.resolve();
+      },
+    };
+  }
+
+  private async read(position: number, fileEnd: number, limit: number): Promise<Buffer> {
+    const index = Math.floor(position / READ_CHUNK_SIZE);
+    const start = index * READ_CHUNK_SIZE;
+    let block = this.blocks.get(index);
+    if (block !== undefined && position < block.end) {
+      this.blocks.delete(index); // most recently used goes last
+      this.blocks.set(index, block);
+    } else {
+      // Not remembered, or remembered while the file ended before `position`: read it (again).
+      const end = Math.min(start + READ_CHUNK_SIZE, fileEnd);
+      const bytes = this.descriptor().then((handle) => readExactly(handle, start, end, this.onRead));
+      const fresh: SharedBlock = { end, size: end - start, bytes };
+      this.remember(index, fresh);
+      bytes.catch(() => {
+        if (this.blocks.get(index) === fresh) this.forget(index, fresh);
+      });
+      block = fresh;
+    }
+    const stop = Math.min(limit, block.end);
+    return (await block.bytes).subarray(position - start, stop - start);
+  }
+
+  private remember(index: number, block: SharedBlock): void {
+    const previous = this.blocks.get(index);
+    if (previous !== undefined) this.forget(index, previous);
+    if (block.size > this.budgetBytes) return;
+    this.blocks.set(index, block);
+    this.blockBytes += block.size;
+    for (const [oldest, old] of this.blocks) {
+      if (this.blockBytes <= this.budgetBytes) break;
+      this.forget(oldest, old);
+    }
+  }
+
+  private forget(index: number, block: SharedBlock): void {
+    this.blocks.delete(index);
+    this.blockBytes -= block.size;
+  }
+
+  private descriptor(): Promise<FileHandle> {
+    if (this.handle === null) {
+      const opening = this.closing.then(() => this.openFile());
+      this.handle = opening;
+      opening.catch(() => {
+        if (this.handle === opening) this.handle = null; // a later read may try again
+      });
+    }
+    return this.handle;
+  }
+
+  /** Forgets every block and closes the descriptor (after its in-flight reads: FileHandle.close waits for them). */
+  close(): Promise<void> {
+    this.blocks.clear();
+    this.blockBytes = 0;
+    const handle = this.handle;
+    if (handle !== null) {
+      this.handle = null;
+      this.closing = handle.then(
+        (opened) => opened.close().catch(() => undefined),
+        () => undefined,
+      );
+    }
+    return this.closing;
+  }
+}
+
+/** Per-reader mode: the reader's own descriptor, opened on its first read (after `after`, its previous one's close). */
+class OwnFileReads implements FileReads {
+  private handle: Promise<FileHandle> | null = null;
+
+  constructor(
+    private readonly cache: FsSessionCache,
+    private readonly after: Promise<void>,
+  ) {}
+
+  async read(position: number, fileEnd: number, limit: number): Promise<Buffer> {
+    this.handle ??= this.after.then(() => this.cache.openForRead());
+    const handle = await this.handle;
+    const want = Math.min(READ_CHUNK_SIZE, Math.min(fileEnd, limit) - position);
+    const buffer = Buffer.allocUnsafe(want);
+    this.cache.countFileRead();
+    const { bytesRead } = await handle.read(buffer, 0, want, position);
+    if (bytesRead === 0) throw new Error('session cache file is shorter than its produced size');
+    return bytesRead === want ? buffer : buffer.subarray(0, bytesRead);
+  }
+
+  release(): Promise<void> {
+    const handle = this.handle;
+    this.handle = null;
+    if (handle === null) return this.after;
+    // FileHandle.close waits for an in-flight read before closing the descriptor.
+    return handle.then(
+      (opened) => opened.close().catch(() => undefined),
+      () => undefined,
+    );
+  }
 }
 
 function checkByteOffset(name: string, value: number): void {
@@ -63,6 +273,9 @@ export class FsSessionCache implements SessionCache {
   private attachedReaders = 0;
   /** Wake-up callbacks of waitFor; each re-checks its own condition (no timers, no polling). */
   private readonly waiters = new Set<() => void>();
+  /** The shared read descriptor and blocks; null in per-reader mode. */
+  private readonly sharedBlocks: SharedFileBlocks | null;
+  private fileReads = 0;
 
   /** Creates the backing file `dir/name` (`name` must be unique to this session build: it is opened with `wx`). */
   constructor(location: SessionCacheLocation, options: FsSessionCacheOptions = {}) {
@@ -72,6 +285,14 @@ export class FsSessionCache implements SessionCache {
     }
     this.path = join(dir, name);
     this.memoryTail = new MemoryTail(options.tailBytes ?? DEFAULT_TAIL_BYTES);
+    this.sharedBlocks =
+      options.fileReads === 'per-reader'
+        ? null
+        : new SharedFileBlocks(
+            () => this.openForRead(),
+            options.sharedBlockBytes ?? DEFAULT_SHARED_BLOCK_BYTES,
+            () => this.countFileRead(),
+          );
     this.opened = open(this.path, 'wx');
     // A failed open fails the cache; appends and readers then report that error.
     this.opened.catch((err: unknown) => this.fail(toError(err)));
@@ -107,6 +328,14 @@ export class FsSessionCache implements SessionCache {
   /** True when a tail is kept at all (budget above 0); readers then need no descriptor at the live edge. */
   get keepsTail(): boolean {
     return this.memoryTail.budgetBytes > 0;
+  }
+  /** Positional reads issued on the file so far, by all readers: shows how well reads are shared (tests, benchmarks). */
+  get fileReadCount(): number {
+    return this.fileReads;
+  }
+  /** Bytes of file blocks the shared block map holds now (at most its budget; 0 while no reader reads the file). */
+  get sharedBlockHeldBytes(): number {
+    return this.sharedBlocks?.heldBytes ?? 0;
   }
 
   append(chunk: Uint8Array): Promise<void> {
@@ -190,6 +419,7 @@ export class FsSessionCache implements SessionCache {
     await this.appendQueue;
     this.memoryTail.clear();
     await this.closeWriter().catch(() => undefined);
+    await this.sharedBlocks?.close();
     // Only the cache that created the file deletes it (a failed `wx` open means it is someone else's).
     const created = await this.opened.then(
       () => true,
@@ -277,24 +507,35 @@ export class FsSessionCache implements SessionCache {
 
   /** Opens a read descriptor on the backing file (after it exists). */
   async openForRead(): Promise<FileHandle> {
-    if (this.destroyed) throw new Error('session cache was destroyed');
+    if (this.destroyed) throw destroyedError();
     await this.opened;
+    if (this.destroyed) throw destroyedError();
     return open(this.path, 'r');
+  }
+
+  /** File access for a reader behind the tail (CacheReader); `after` is when its previous access closed. */
+  openFileReads(after: Promise<void>): FileReads {
+    return this.sharedBlocks?.lease() ?? new OwnFileReads(this, after);
+  }
+
+  /** Counts one positional read of the file (fileReadCount). */
+  countFileRead(): void {
+    this.fileReads++;
   }
 }
 
 /**
  * A pull-driven reader of one FsSessionCache window: `_read` pushes at most one chunk and only when
  * the consumer asks, so a slow consumer stops the reads instead of growing memory. A chunk is a
- * shared, read-only view of the cache's tail when the position is in it, else one file read through
- * a descriptor opened on first need and closed again when the reader waits at the live edge.
+ * shared, read-only view of the cache's tail when the position is in it, else one block of the file
+ * (shared with the other readers behind the tail, or its own read in per-reader mode) through file
+ * access taken on first need and given up again when the reader waits at the live edge.
  */
 class CacheReader extends Readable {
-  private handle: FileHandle | null = null;
-  /** A descriptor being opened; destroy waits for it, then closes it. */
-  private handleOpening: Promise<unknown> = Promise.resolve();
-  /** A descriptor being closed; destroy waits for it so none outlives the stream. */
-  private handleClosing: Promise<void> = Promise.resolve();
+  /** File access while behind the tail, else null. */
+  private file: FileReads | null = null;
+  /** Resolves once the file access this reader gave up holds no descriptor; destroy waits for it. */
+  private released: Promise<void> = Promise.resolve();
   private position: number;
   /** Cancels an in-progress waitFor when the stream is destroyed. */
   private readonly stop = new AbortController();
@@ -324,7 +565,7 @@ class CacheReader extends Readable {
       for (;;) {
         if (this.destroyed) return;
         const cache = this.cache;
-        if (cache.isDestroyed) throw new Error('session cache was destroyed');
+        if (cache.isDestroyed) throw destroyedError();
         const limit = Math.min(this.endExclusive ?? Infinity, cache.size ?? Infinity);
         if (this.position >= limit) {
           this.push(null);
@@ -339,22 +580,25 @@ class CacheReader extends Readable {
             return;
           }
           // Behind the tail: the file (the page cache, for recently written bytes).
-          const handle = this.handle ?? (await this.openHandle());
+          this.file ??= cache.openFileReads(this.released);
+          const chunk = await this.file
+            .read(this.position, cache.produced, available)
+            .catch((err: unknown) => {
+              // A destroyed cache closes the descriptor under in-flight reads: report the destroy.
+              throw cache.isDestroyed ? destroyedError() : err;
+            });
           if (this.destroyed) return;
-          const want = Math.min(READ_CHUNK_SIZE, available - this.position);
-          const buffer = Buffer.allocUnsafe(want);
-          const { bytesRead } = await handle.read(buffer, 0, want, this.position);
-          if (this.destroyed) return;
-          if (bytesRead === 0) throw new Error('session cache file is shorter than its produced size');
-          this.position += bytesRead;
-          this.push(bytesRead === want ? buffer : buffer.subarray(0, bytesRead));
+          // An empty chunk would make the stream ask again at once, forever: a bug, so fail loudly.
+          if (chunk.byteLength === 0) throw new Error('session cache file read returned no bytes');
+          this.position += chunk.byteLength;
+          this.push(chunk);
           return;
         }
         // Nothing left to read: a failed session ends here with its error (truncation, not a clean end).
         const failure = cache.error;
         if (failure !== null) throw failure;
-        // At the live edge the next bytes will be in the tail: hold no descriptor while waiting.
-        if (cache.keepsTail) this.closeHandle();
+        // At the live edge the next bytes will be in the tail: hold no file access while waiting.
+        if (cache.keepsTail) this.releaseFile();
         await cache.waitFor(this.position + 1, this.stop.signal);
       }
     } catch (err) {
@@ -362,40 +606,22 @@ class CacheReader extends Readable {
     }
   }
 
-  /** Opens this reader's descriptor; if the stream is destroyed meanwhile, _destroy closes it. */
-  private openHandle(): Promise<FileHandle> {
-    const opening = this.handleClosing
-      .then(() => this.cache.openForRead())
-      .then((handle) => {
-        this.handle = handle;
-        return handle;
-      });
-    this.handleOpening = opening.catch(() => undefined);
-    return opening;
-  }
-
-  private closeHandle(): void {
-    const handle = this.handle;
-    if (handle === null) return;
-    this.handle = null;
-    // FileHandle.close waits for an in-flight read before closing the descriptor.
-    const closing = this.handleClosing.then(() => handle.close());
-    this.handleClosing = closing.catch(() => undefined);
+  private releaseFile(): void {
+    const file = this.file;
+    if (file === null) return;
+    this.file = null;
+    this.released = Promise.all([this.released, file.release()]).then(() => undefined);
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
     this.stop.abort();
     this.signal?.removeEventListener('abort', this.onAbort);
     this.cache.detachReader();
-    // The close event waits until this reader holds no descriptor (one may be opening right now).
-    this.handleOpening
-      .then(() => {
-        this.closeHandle();
-        return this.handleClosing;
-      })
-      .then(
-        () => callback(error),
-        () => callback(error),
-      );
+    // The close event waits until this reader holds no descriptor (the last lease closes the shared one).
+    this.releaseFile();
+    this.released.then(
+      () => callback(error),
+      () => callback(error),
+    );
   }
 }
