@@ -220,12 +220,15 @@ class DefaultStreamService implements StreamService {
     const task = await this.authorize(request.taskId, query);
 
     let contentIndex: number | null = null;
+    // A relay request (another node fanning this node's session out) is answered from the session
+    // even when finished audio exists meanwhile: the relaying node decided, its readers get bytes.
+    const finishedAudio = (url: string | null): url is string => url !== null && !request.relayed;
     if (request.contentIndex === undefined) {
-      if (task.audioUrl !== null) return redirect(task.audioUrl);
+      if (finishedAudio(task.audioUrl)) return redirect(task.audioUrl);
       if (!STREAMABLE.has(task.status)) throw notReady(task, 'the task');
     } else {
       const piece = this.piece(task, request.contentIndex);
-      if (piece.audioUrl !== null) return redirect(piece.audioUrl);
+      if (finishedAudio(piece.audioUrl)) return redirect(piece.audioUrl);
       if (!STREAMABLE.has(task.status)) throw notReady(task, `content ${String(piece.idx)}`);
       contentIndex = piece.idx;
     }

@@ -144,7 +144,7 @@ export class OneShotService {
     withStream: boolean,
     signal: AbortSignal,
   ): Promise<OneShotResult> {
-    const done = await this.waitFinished(accountId, task.id, signal);
+    const done = await this.waitUntil(accountId, task.id, finished, signal);
     const audio = done.metadata.audio;
     if (done.status !== 'generated' || audio === undefined) throw this.failure(done);
     const result: OneShotResult = { id: done.id, audio, credit_used: done.credit_used };
@@ -170,6 +170,9 @@ export class OneShotService {
     let mp3: AsyncIterator<Uint8Array> | undefined;
     let first: IteratorResult<Uint8Array>;
     try {
+      // Once a worker holds the task, its content session is built where the piece is synthesised.
+      const claimed = await this.waitUntil(accountId, task.id, (t) => t.status !== 'pending', signal);
+      if (claimed.status === 'failed') throw this.failure(claimed);
       bytes = await this.deps.contentAudio(task.id, 0, signal);
       mp3 = (bytes as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
       first = await mp3.next();
@@ -192,9 +195,11 @@ export class OneShotService {
   }
 
   /** Resolves with the task once it is failed, or generated with its audio stored. */
-  private async waitFinished(
+  /** Resolves with the task once `done` holds for it, re-checking at every change of the task. */
+  private async waitUntil(
     accountId: string,
     taskId: string,
+    done: (task: TaskDetailView) => boolean,
     signal: AbortSignal,
   ): Promise<TaskDetailView> {
     for (;;) {
@@ -210,7 +215,7 @@ export class OneShotService {
         subscription.abort();
         throw err;
       }
-      if (task.status === 'failed' || (task.status === 'generated' && task.metadata.audio !== undefined)) {
+      if (done(task)) {
         subscription.abort();
         return task;
       }
@@ -233,6 +238,11 @@ export class OneShotService {
     const task = await this.deps.tasks.get(accountId, taskId).catch(() => undefined);
     return task?.status === 'failed' ? this.failure(task) : err;
   }
+}
+
+/** A task that will not change any more: failed, or generated with its audio stored. */
+function finished(task: TaskDetailView): boolean {
+  return task.status === 'failed' || (task.status === 'generated' && task.metadata.audio !== undefined);
 }
 
 /** `body` whose return() also closes `inner` (a generator suspended before its first next() would not). */
