@@ -45,6 +45,13 @@ export interface AdapterOptions {
   onBackgroundError: (err: Error) => void;
 }
 
+/** The blob store config selects: S3-compatible in scale-out, files under DATA_DIR otherwise. */
+export function blobStoreFor(config: AppConfig): BlobStore & { close?: () => void } {
+  return config.scaleOut === null
+    ? new FsBlobStore(join(config.dataDir, 'blobs'))
+    : new S3BlobStore(config.scaleOut.s3);
+}
+
 /** Closes in reverse order of opening, each step at most once, errors of one not stopping the rest. */
 class Closers {
   private readonly steps: (() => Promise<void> | void)[] = [];
@@ -90,7 +97,7 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
   if (scaleOut === null) {
     return {
       database,
-      blobs: new FsBlobStore(join(config.dataDir, 'blobs')),
+      blobs: blobStoreFor(config),
       events: new MemoryTaskEvents(),
       queue: new MemoryTaskQueue(),
       rateLimitStore: { kind: 'memory' },

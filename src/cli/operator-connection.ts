@@ -8,13 +8,12 @@
  *  3. No server: the database directly (PostgreSQL is safe beside servers; the embedded database
  *     refuses a second process that opens its data dir).
  */
-import { join } from 'node:path';
 import { AccountService } from '../accounts/account-service.js';
 import { AdminService, type AdminOperations } from '../admin/admin-service.js';
 import { listEspeakVoices } from '../audio/engines/espeak.engine.js';
 import type { AppConfig } from '../config/config.js';
 import { readServerFile, serverFilePath } from '../http/server-file.js';
-import { FsBlobStore } from '../storage/blob-store.fs.js';
+import { blobStoreFor } from '../adapters.js';
 import { openDatabase } from '../storage/database.js';
 import { createEngineCatalog } from '../voices/engine-catalog.js';
 import { VoiceService } from '../voices/voice-service.js';
@@ -56,6 +55,7 @@ function viaAdminApi(url: string, adminToken: string): OperatorConnection {
 async function viaDatabase(config: AppConfig): Promise<OperatorConnection> {
   const handle = await openDatabase({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
   const accounts = new AccountService(handle.db);
+  const blobs = blobStoreFor(config);
   const voices = async () =>
     new VoiceService(
       new VoiceStore(handle.db),
@@ -63,9 +63,16 @@ async function viaDatabase(config: AppConfig): Promise<OperatorConnection> {
         espeak: await listEspeakVoices(),
         remoteEndpoints: Object.keys(config.remoteEngines),
       }),
-      new FsBlobStore(join(config.dataDir, 'blobs')),
+      blobs,
     );
-  return { operations: new AdminService(accounts, voices), via: 'database', close: () => handle.close() };
+  return {
+    operations: new AdminService(accounts, voices),
+    via: 'database',
+    close: async () => {
+      blobs.close?.();
+      await handle.close();
+    },
+  };
 }
 
 /** Picks the target (see the module comment) and connects to it. */

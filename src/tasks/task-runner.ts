@@ -9,7 +9,7 @@
  * left processing resume — finished pieces are kept — or fail after too many attempts.
  */
 import { Readable } from 'node:stream';
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from 'pino';
 import { encodeContinuous, encodePiece, type ContinuousPiece } from '../audio/continuous-encoder.js';
 import type { EncoderPool } from '../audio/encoder-pool.js';
 import type { SpeechEngine } from '../audio/engines/engine.js';
@@ -42,7 +42,7 @@ export interface TaskRunnerDeps {
   concurrency: number;
   /** Piece audio of finished tasks untouched this long is deleted from this node's work files. */
   workFilesIdleMs: number;
-  log: Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>;
+  log: Pick<Logger, 'info' | 'warn' | 'error'>;
 }
 
 /** The generation worker of one node: consumes the TaskQueue and writes under the lease's token. */
