@@ -215,6 +215,24 @@ async function clusterTotal(metric: string): Promise<number> {
   return total;
 }
 
+/** The node generating task `id` (its worker_url) and the other node. */
+async function generatorOf(id: string): Promise<{ node: ClusterNode; other: ClusterNode }> {
+  const { rows } = await database.query<{ worker_url: string | null }>(
+    'select worker_url from tasks where id = $1',
+    [id],
+  );
+  const url = rows[0]?.worker_url;
+  const node = cluster.nodes.find((n) => n.url === url) ?? assert.fail(`no node is ${String(url)}`);
+  return { node, other: node === nodeA ? nodeB : nodeA };
+}
+
+/** Starts again the nodes a test stopped, so the next test has the whole cluster. */
+async function restartStoppedNodes(): Promise<void> {
+  for (const node of cluster.nodes) {
+    if (node.child.exitCode !== null || node.child.signalCode !== null) await node.restart();
+  }
+}
+
 /** A random integer in [min, max]. */
 function between(min: number, max: number): number {
   return min + Math.floor(Math.random() * (max - min + 1));
@@ -399,28 +417,18 @@ describe('two nodes behind nginx (round robin, no sticky sessions)', () => {
     });
     await waitTask(key, id, ['processing']);
     try {
-      const workerUrl = async () =>
-        (
-          await database.query<{ worker_url: string | null }>('select worker_url from tasks where id = $1', [
-            id,
-          ])
-        ).rows[0]?.worker_url;
-      const ownerUrl = await workerUrl();
-      const stopping =
-        cluster.nodes.find((n) => n.url === ownerUrl) ?? assert.fail(`no node is ${String(ownerUrl)}`);
-      const survivor = stopping === nodeA ? nodeB : nodeA;
+      const { node: stopping, other: survivor } = await generatorOf(id);
       await sleep(1000);
       await stopping.kill('SIGTERM');
       assert.equal(stopping.child.exitCode, 0, 'a clean shutdown');
       const done = await waitTask(key, id, ['generated', 'failed']);
       assert.equal(done.status, 'generated');
-      assert.equal(await workerUrl(), survivor.url);
+      assert.equal((await generatorOf(id)).node, survivor);
       const finished = await send(on(survivor, done.metadata.audio ?? ''));
       assert.equal(await ffmpegErrors(finished.body), '');
       assert.ok(Math.abs((await probeAudio(finished.body)).durationSeconds - done.estimatedDuration) < 0.2);
     } finally {
-      for (const node of cluster.nodes)
-        if (node.child.exitCode !== null || node.child.signalCode !== null) await node.restart();
+      await restartStoppedNodes();
     }
   });
 
@@ -433,16 +441,7 @@ describe('two nodes behind nginx (round robin, no sticky sessions)', () => {
     const task = await waitTask(key, id, ['processing']);
     const streamUrl = task.streamUrl ?? assert.fail('no streamUrl');
     try {
-      const workerUrl = async () =>
-        (
-          await database.query<{ worker_url: string | null }>('select worker_url from tasks where id = $1', [
-            id,
-          ])
-        ).rows[0]?.worker_url;
-      const ownerUrl = await workerUrl();
-      const owner =
-        cluster.nodes.find((n) => n.url === ownerUrl) ?? assert.fail(`no node is ${String(ownerUrl)}`);
-      const survivor = owner === nodeA ? nodeB : nodeA;
+      const { node: owner, other: survivor } = await generatorOf(id);
 
       // A live reader on the survivor (a relay of the owner's session); kill the owner mid-build.
       const first = send(on(survivor, streamUrl));
@@ -476,7 +475,7 @@ describe('two nodes behind nginx (round robin, no sticky sessions)', () => {
       // The task was taken over by the survivor, is not left processing, and holds no piece twice.
       const done = await waitTask(key, id, ['generated', 'failed']);
       assert.equal(done.status, 'generated');
-      assert.equal(await workerUrl(), survivor.url);
+      assert.equal((await generatorOf(id)).node, survivor);
       const pieces = await database.query<{ n: string }>(
         'select count(*) as n from task_contents where task_id = $1',
         [id],
@@ -490,12 +489,7 @@ describe('two nodes behind nginx (round robin, no sticky sessions)', () => {
       );
       assert.ok(probe.durationSeconds < 4 * 4 + 4 * 0.5 + 0.5, 'no piece is in the finished audio twice');
     } finally {
-      await restartDeadNodes();
-    }
-
-    async function restartDeadNodes(): Promise<void> {
-      for (const node of cluster.nodes)
-        if (node.child.exitCode !== null || node.child.signalCode !== null) await node.restart();
+      await restartStoppedNodes();
     }
   });
 });
