@@ -14,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { buildApp, type App } from '../src/app.js';
 import { concatPcm, samplesFor, silence } from '../src/audio/pcm.js';
 import { loadConfig } from '../src/config/config.js';
-import type { TaskDetailView, TaskView } from '../src/tasks/task-service.js';
+import type { TaskDetailView, TaskSummaryView, TaskView } from '../src/tasks/task-service.js';
 import {
   decodeToPcm,
   ffmpegErrors,
@@ -140,7 +140,7 @@ async function detail(id: string, key = t.key, query = ''): Promise<TaskDetailVi
 }
 
 /** A task is finished once failed, or generated with its merged audio stored. */
-const finished = (task: TaskView): boolean =>
+const finished = (task: TaskView | TaskSummaryView): boolean =>
   task.status === 'failed' || (task.status === 'generated' && task.metadata.audio !== undefined);
 
 /**
@@ -395,7 +395,7 @@ describe('listing', () => {
     const list = async (query: string) => {
       const res = await api('GET', `/api/tts/generate${query}`, undefined, acct.key);
       assert.equal(res.statusCode, 200, res.body);
-      return res.json<{ status: number; message: string; data: TaskView[]; total: number }>();
+      return res.json<{ status: number; message: string; data: TaskSummaryView[]; total: number }>();
     };
     const all = await list('');
     assert.equal(all.status, 200);
@@ -407,6 +407,16 @@ describe('listing', () => {
     assert.ok(
       all.data.every((x) => x.streamUrl === undefined && !('credit_used' in x)),
       'billing only on the detail endpoint',
+    );
+    assert.ok(
+      all.data.every(
+        (x) =>
+          x.metadata.contentsCount === 1 &&
+          x.metadata.voices.length === 1 &&
+          !('contents' in x.metadata) &&
+          !('request' in x.metadata),
+      ),
+      'lists carry summaries: counts, not the contents (issue 11, finding 5)',
     );
 
     const page = await list('?limit=2&offset=1');

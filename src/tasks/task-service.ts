@@ -19,7 +19,7 @@ import {
 } from './generate-request.js';
 import type { PieceAudioStore } from './piece-audio.js';
 import type { StreamTaskLookup, StreamTaskView } from './stream-view.js';
-import type { TaskStore } from './task-store.js';
+import type { TaskStore, TaskSummaryRow } from './task-store.js';
 
 /** Characters per second of speech at speechRate 1, for the estimate before audio exists. */
 const CHARS_PER_SECOND = 14;
@@ -53,6 +53,29 @@ export interface TaskView {
   streamUrl?: string;
 }
 
+/**
+ * A task as the list shows it (issue 11, finding 5): the record without its texts, per-piece
+ * array or request echo — `contentsCount` instead — so a page's size is bounded by its length.
+ * The whole record is the detail endpoint's.
+ */
+export interface TaskSummaryView {
+  id: string;
+  userId: string;
+  status: TaskStatus;
+  type: string;
+  createdAt: string;
+  metadata: {
+    characters: number;
+    contentsCount: number;
+    voices: string[];
+    audio?: string;
+    generatedAt?: string;
+  };
+  error?: string;
+  streamUrl?: string;
+}
+
+/** The whole task record with billing and the duration estimate: the detail endpoint's answer. */
 export interface TaskDetailView extends TaskView {
   credit_used: number;
   billing: { unit: 'character'; characters: number; credits: number };
@@ -131,18 +154,10 @@ export class TaskService implements StreamTaskLookup {
   async list(
     accountId: string,
     query: Record<string, unknown>,
-  ): Promise<{ items: TaskView[]; total: number }> {
+  ): Promise<{ items: TaskSummaryView[]; total: number }> {
     const q = parseInput(listQuerySchema, query);
     const { rows, total } = await this.store.list(accountId, q.limit, q.offset, q.status);
-    const pieces = await this.store.piecesOf(rows.map((r) => r.id));
-    const items = rows.map((row) =>
-      this.view(
-        row,
-        pieces.filter((p) => p.task_id === row.id),
-        q.stream === 'true',
-      ),
-    );
-    return { items, total };
+    return { items: rows.map((row) => this.summaryView(row, q.stream === 'true')), total };
   }
 
   /** Deletes a finished task and its audio; 403 while it is pending or processing. */
@@ -237,6 +252,26 @@ export class TaskService implements StreamTaskLookup {
     };
     const echo = JSON.parse(task.request) as Record<string, unknown>;
     if (Object.keys(echo).length > 0) view.metadata.request = echo;
+    if (task.audio_key) view.metadata.audio = this.audioUrl(task.id, task.auth_token, null);
+    if (task.generated_at) view.metadata.generatedAt = task.generated_at.toISOString();
+    if (task.error) view.error = task.error;
+    if (withStream) view.streamUrl = this.streamUrl(task.id, task.auth_token);
+    return view;
+  }
+
+  private summaryView(task: TaskSummaryRow, withStream: boolean): TaskSummaryView {
+    const view: TaskSummaryView = {
+      id: task.id,
+      userId: task.account_id,
+      status: task.status,
+      type: task.type,
+      createdAt: task.created_at.toISOString(),
+      metadata: {
+        characters: task.characters,
+        contentsCount: task.contentsCount,
+        voices: task.voiceIds,
+      },
+    };
     if (task.audio_key) view.metadata.audio = this.audioUrl(task.id, task.auth_token, null);
     if (task.generated_at) view.metadata.generatedAt = task.generated_at.toISOString();
     if (task.error) view.error = task.error;

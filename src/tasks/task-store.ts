@@ -15,6 +15,30 @@ import type {
 } from '../storage/schema.js';
 import { LeaseLostError } from './task-queue.js';
 
+/** The columns of a task that its list summary shows (never the request echo or piece texts). */
+const SUMMARY_COLUMNS = [
+  'id',
+  'account_id',
+  'status',
+  'type',
+  'auth_token',
+  'characters',
+  'error',
+  'audio_key',
+  'created_at',
+  'generated_at',
+] as const;
+
+/**
+ * One task as a list shows it: its own small columns plus piece counts from an SQL aggregate, so a
+ * list page costs memory by its length, never by the size of its tasks' texts.
+ */
+export type TaskSummaryRow = Pick<TaskRow, (typeof SUMMARY_COLUMNS)[number]> & {
+  contentsCount: number;
+  /** Distinct voice ids of the pieces, in order of first use. */
+  voiceIds: string[];
+};
+
 export interface NewTask {
   task: TaskRow;
   pieces: Insertable<TaskContentsTable>[];
@@ -43,25 +67,44 @@ export class TaskStore {
       .execute();
   }
 
-  async piecesOf(taskIds: string[]): Promise<TaskContentRow[]> {
-    if (taskIds.length === 0) return [];
-    return this.db
-      .selectFrom('task_contents')
-      .selectAll()
-      .where('task_id', 'in', taskIds)
-      .orderBy('idx')
-      .execute();
-  }
-
   async list(
     accountId: string,
     limit: number,
     offset: number,
     status: TaskStatus | undefined,
-  ): Promise<{ rows: TaskRow[]; total: number }> {
+  ): Promise<{ rows: TaskSummaryRow[]; total: number }> {
     let query = this.db.selectFrom('tasks').where('account_id', '=', accountId);
     if (status !== undefined) query = query.where('status', '=', status);
-    return fetchPage(query.selectAll(), limit, offset);
+    const page = await fetchPage(query.select(SUMMARY_COLUMNS), limit, offset);
+    const counts = await this.pieceCountsByVoice(page.rows.map((r) => r.id));
+    const rows = page.rows.map((row) => {
+      const own = counts.filter((c) => c.task_id === row.id);
+      return {
+        ...row,
+        contentsCount: own.reduce((n, c) => n + Number(c.pieces), 0),
+        voiceIds: own.map((c) => c.voice_id),
+      };
+    });
+    return { rows, total: page.total };
+  }
+
+  /** Pieces per (task, voice), ordered by each voice's first piece: counts only, no texts read. */
+  private async pieceCountsByVoice(
+    taskIds: string[],
+  ): Promise<{ task_id: string; voice_id: string; pieces: number | string | bigint }[]> {
+    if (taskIds.length === 0) return [];
+    return this.db
+      .selectFrom('task_contents')
+      .select((eb) => [
+        'task_id',
+        'voice_id',
+        eb.fn.countAll<number | string | bigint>().as('pieces'),
+        eb.fn.min('idx').as('first_idx'),
+      ])
+      .where('task_id', 'in', taskIds)
+      .groupBy(['task_id', 'voice_id'])
+      .orderBy('first_idx')
+      .execute();
   }
 
   /** Deletes a finished task (not pending/processing); false when there was no such deletable row. */
