@@ -9,6 +9,8 @@ import type { AppConfig } from '../config/config.js';
 import { AppError } from '../errors/app-error.js';
 import { decorateAccount } from './auth.js';
 import { handleError } from './error-handler.js';
+import { registerJsonBodyParser } from './json-body.js';
+import { registerStorableParamsCheck } from './unstorable-params.js';
 
 export const REQUEST_ID_HEADER = 'X-Service-App-Request-Id';
 
@@ -40,6 +42,8 @@ export function createHttpServer(
     return503OnClosing: true,
   });
   decorateAccount(app);
+  registerJsonBodyParser(app);
+  registerStorableParamsCheck(app);
   app.addHook('onRequest', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
   });

@@ -9,6 +9,11 @@
  * - "Present" means an own property, whatever its value: `{fallbackConfig: null}` is present and
  *   fails rule 5; it does not count as absent.
  * - Mark length is counted in Unicode code points, so `【】` and a pair of emoji are 2 characters.
+ * - Beyond the spec (issue 11 findings 8 and 9): no key or string anywhere in the config may hold a
+ *   control character other than tab, line feed and carriage return (NUL cannot be stored and would
+ *   reach piece texts and voice ids), and every number must be finite (JSON's 1e309 parses to
+ *   Infinity, which JSON.stringify would store as null and so corrupt the saved config). Checked
+ *   after rules 1–6, iteratively; the request body's nesting depth is already bounded.
  * - Rules are checked in spec order (1, 2, then 3–6 key by key in the input's key order); the first
  *   failure is reported, naming the rule and the path that broke it.
  * - The result is a deep copy of the input's plain objects and arrays in the input's key order (the
@@ -16,6 +21,7 @@
  *   ("1", "42") before other keys, so such keys cannot keep their written position.
  */
 import { AppError } from '../errors/app-error.js';
+import { CONTROL_CHARACTER_MESSAGE, controlCharacterIndex } from '../errors/validation.js';
 
 /** Parameters bound to an utterance; keys other than voiceId/speechRate are passed through. */
 export interface UtteranceParams {
@@ -137,6 +143,38 @@ function validateSplitterMarks(marks: unknown): void {
   });
 }
 
+function describePath(path: string, key: string | number): string {
+  if (typeof key === 'number') return `${path}[${key}]`;
+  return path === ''
+    ? JSON.stringify(key)
+    : `${path}.${/^[A-Za-z_$][\w$]*$/.test(key) ? key : JSON.stringify(key)}`;
+}
+
+/** Refuses control characters in keys and strings and non-finite numbers anywhere in `config` (no recursion). */
+function validateStorableValues(config: Record<string, unknown>): void {
+  const pending: Array<[value: unknown, path: string]> = [[config, '']];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [value, path] = next;
+    if (typeof value === 'string') {
+      if (controlCharacterIndex(value) !== -1) invalid(`${path} ${CONTROL_CHARACTER_MESSAGE}`);
+    } else if (typeof value === 'number') {
+      if (!Number.isFinite(value)) invalid(`${path} must be a finite number`);
+    } else if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) pending.push([value[i], describePath(path, i)]);
+    } else if (isPlainRecord(value)) {
+      const entries = Object.entries(value);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, child] = entries[i] as [string, unknown];
+        if (controlCharacterIndex(key) !== -1)
+          invalid(
+            `key ${JSON.stringify(key)}${path === '' ? '' : ` in ${path}`} ${CONTROL_CHARACTER_MESSAGE}`,
+          );
+        pending.push([child, describePath(path, key)]);
+      }
+    }
+  }
+}
+
 /** Deep-copies plain objects and arrays in key order; `defineProperty` keeps a `__proto__` key an ordinary key. */
 export function cloneJson<T>(value: T): T {
   if (Array.isArray(value)) return value.map((v: unknown) => cloneJson(v)) as T;
@@ -175,5 +213,6 @@ export function validateSplitterConfig(config: unknown): SplitterConfig {
     else if (key === 'splitterMarks') validateSplitterMarks(value);
     else validatePlaceholder(key, value);
   }
+  validateStorableValues(config);
   return cloneJson(config);
 }

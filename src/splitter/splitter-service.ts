@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { pageSchema } from '../common/paging.js';
 import { AppError, errors } from '../errors/app-error.js';
-import { parseInput } from '../errors/validation.js';
+import { CONTROL_CHARACTER_MESSAGE, controlCharacterIndex, parseInput } from '../errors/validation.js';
 import type { SplitterRow } from '../storage/schema.js';
 import { mergeConfigDiff } from './merge-config.js';
 import { validateSplitterConfig, type SplitterConfig } from './splitter-config.js';
@@ -100,6 +100,7 @@ export class SplitterService {
     const name = value.trim();
     if (name === '') throw errors.missingField('name');
     if (name.length > this.maxNameLength) throw errors.tooLong('name', this.maxNameLength);
+    if (controlCharacterIndex(name) !== -1) throw errors.invalidValue(`name ${CONTROL_CHARACTER_MESSAGE}`);
     return name;
   }
 

@@ -5,17 +5,26 @@
  */
 import { z } from 'zod';
 import { AppError, errors } from '../errors/app-error.js';
-import { parseInput } from '../errors/validation.js';
+import {
+  CONTROL_CHARACTER_MESSAGE,
+  controlCharacterIndex,
+  parseInput,
+  storableString,
+} from '../errors/validation.js';
 import type { SplitterConfig } from '../splitter/splitter-config.js';
 import { validateSplitterConfig } from '../splitter/splitter-config.js';
 import { splitText } from '../splitter/split-text.js';
 
-/** One content item as accepted: known keys validated, unknown keys dropped (as the hosted API does). */
+/**
+ * One content item as accepted: known keys validated, unknown keys dropped (as the hosted API does).
+ * Stored strings refuse control characters (issue 11 finding 8); zod 4 numbers refuse ±Infinity
+ * (JSON's 1e309), so no non-finite number reaches a piece (finding 9).
+ */
 const contentItemSchema = z.object({
   type: z.string().optional(),
-  text: z.string(),
-  voiceId: z.string().min(1).max(200),
-  promptId: z.string().max(200).optional(),
+  text: storableString(),
+  voiceId: storableString().min(1).max(200),
+  promptId: storableString().max(200).optional(),
   preset: z.enum(['creative', 'balance', 'stable']).optional(),
   language: z
     .string()
@@ -81,7 +90,7 @@ function parseItem(raw: unknown, where: string, limits: GenerateLimits): PieceIn
   }
   if (typeof obj.text === 'string' && obj.text.length > limits.textLength)
     throw errors.tooLong(`${where}.text`, limits.textLength);
-  const item = parseInput(contentItemSchema, raw);
+  const item = parseInput(contentItemSchema, raw, undefined, where);
   const { type: _type, text, voiceId, ...params } = item;
   return { text: text.trim(), voiceId, params };
 }
@@ -91,6 +100,7 @@ function parseSplitterText(body: Record<string, unknown>, limits: GenerateLimits
   if (typeof body.text !== 'string') throw errors.invalidValue('text must be a string');
   if (body.text.trim() === '') throw new AppError('TTS_TEXT_EMPTY', 'text is empty');
   if (body.text.length > limits.textLength) throw errors.tooLong('text', limits.textLength);
+  if (controlCharacterIndex(body.text) !== -1) throw errors.invalidValue(`text ${CONTROL_CHARACTER_MESSAGE}`);
   return body.text;
 }
 
@@ -174,6 +184,8 @@ async function splitterInput(
   }
   if (typeof b.splitterId !== 'string' || b.splitterId === '')
     throw errors.invalidValue('splitterId must be a string');
+  if (controlCharacterIndex(b.splitterId) !== -1)
+    throw errors.invalidValue(`splitterId ${CONTROL_CHARACTER_MESSAGE}`);
   return { text, config: await lookupSplitter(b.splitterId), echo: { text, splitterId: b.splitterId } };
 }
 

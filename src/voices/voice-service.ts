@@ -7,7 +7,7 @@ import type { Readable } from 'node:stream';
 import { z } from 'zod';
 import { pageSchema } from '../common/paging.js';
 import { AppError, errors } from '../errors/app-error.js';
-import { parseInput } from '../errors/validation.js';
+import { parseInput, storableString } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import type { VoiceRow, VoiceStatus, VoiceVersion } from '../storage/schema.js';
 import { voiceBindingSchema, type EngineCatalog, type VoiceBinding } from './voice-binding.js';
@@ -34,11 +34,12 @@ export const languageSchema = z
   .regex(/^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$/, 'must be a language tag such as en or en-GB');
 
 const createVoiceSchema = z.object({
-  name: z.string().trim().min(1).max(100),
+  // Stored strings refuse NUL and other control characters (issue 11 finding 8).
+  name: storableString().trim().min(1).max(100),
   engine: voiceBindingSchema.optional(),
   modelVersion: z.string().optional(),
   language: languageSchema.optional(),
-  description: z.string().max(1000).optional(),
+  description: storableString().max(1000).optional(),
 });
 
 /** What an operator import may set beyond a create request (CLI). */
