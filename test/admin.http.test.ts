@@ -119,6 +119,10 @@ describe('admin API', () => {
       'VALIDATION_TOO_LONG',
       /at most 100/,
     );
+    // Issue 11 finding 8: NUL cannot be stored in PostgreSQL text: a 400 naming the field, never a 500.
+    for (const name of ['bad\u0000name', 'bell\u0007']) {
+      assertError(await call('POST', '/admin/accounts', { name }), 400, 'VALIDATION_INVALID_VALUE', /name/);
+    }
     const badJson = await t.app.http.inject({
       method: 'POST',
       url: '/admin/accounts',
@@ -261,6 +265,14 @@ describe('admin API', () => {
       'VALIDATION_INVALID_VALUE',
       /klingon/,
     );
+    for (const field of ['name', 'description', 'espeakVoice', 'language']) {
+      assertError(
+        await call('POST', url, { name: 'x', version: 'v1.0', [field]: 'nul\u0000here' }),
+        400,
+        'VALIDATION_INVALID_VALUE',
+        new RegExp(field),
+      );
+    }
     assertError(
       await call('POST', '/admin/accounts/nobody/voices/import', { name: 'x', version: 'v1.0' }),
       404,

@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { AppError, errors } from '../errors/app-error.js';
+import { CONTROL_CHARACTER_MESSAGE, controlCharacterIndex } from '../errors/validation.js';
 import type { Database } from '../storage/schema.js';
 import { secretsEqual } from '../common/secret-compare.js';
 import { API_KEY_PATTERN, generateApiKey, hashApiKey, keyPrefix } from './api-keys.js';
@@ -33,6 +34,7 @@ export class AccountService {
     const trimmed = name.trim();
     if (trimmed === '') throw errors.missingField('name');
     if (trimmed.length > 100) throw errors.tooLong('name', 100);
+    if (controlCharacterIndex(trimmed) !== -1) throw errors.invalidValue(`name ${CONTROL_CHARACTER_MESSAGE}`);
     const existing = await this.findAccountByName(trimmed);
     if (existing) throw errors.conflict(`account "${trimmed}" already exists`);
     const account = { id: randomUUID(), name: trimmed, created_at: new Date() };

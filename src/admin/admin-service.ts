@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { Account, AccountService, ApiKeyInfo } from '../accounts/account-service.js';
 import { errors } from '../errors/app-error.js';
-import { parseInput } from '../errors/validation.js';
+import { parseInput, storableString } from '../errors/validation.js';
 import type { VoiceStatus, VoiceVersion } from '../storage/schema.js';
 import { languageSchema, type Voice, type VoiceService } from '../voices/voice-service.js';
 
@@ -39,13 +39,13 @@ export type CreateAccountRequest = z.input<typeof createAccountRequestSchema>;
 
 /** Body of a voice import: the fields of the CLI's `voices import`. */
 export const voiceImportRequestSchema = z.object({
-  name: z.string().trim().max(100),
+  name: storableString().trim().max(100),
   /** v1.0–v4.0; anything else is VOICE_MODEL_VERSION_INVALID (checked by the voice service). */
   version: z.string(),
   language: languageSchema.optional(),
-  description: z.string().max(1000).optional(),
+  description: storableString().max(1000).optional(),
   /** An espeak-ng voice; the language's default voice when absent. */
-  espeakVoice: z.string().min(1).max(32).optional(),
+  espeakVoice: storableString().min(1).max(32).optional(),
   /** The voice has professional-cloning (LoRA) artifacts. */
   lora: z.boolean().optional(),
   status: z.enum(['ready', 'creating'] as const satisfies readonly VoiceStatus[]).optional(),
