@@ -13,6 +13,8 @@ export async function sendBlob(
   blobs: BlobStore,
   key: string,
   contentType: string,
+  /** Content-Disposition the client asked for (already validated), if any. */
+  contentDisposition?: string,
 ): Promise<FastifyReply> {
   const info = await blobs.stat(key);
   if (!info) throw errors.notFound('RESOURCE_NOT_FOUND', 'audio');
@@ -32,6 +34,7 @@ export async function sendBlob(
     .header('Content-Type', contentType)
     .header('Last-Modified', info.modifiedAt.toUTCString())
     .header('Cache-Control', 'private, max-age=86400');
+  if (contentDisposition !== undefined) void reply.header('Content-Disposition', contentDisposition);
   const window = bodyWindow(plan);
   if (request.method === 'HEAD' || window === null || window.endExclusive === window.start)
     return reply.send();

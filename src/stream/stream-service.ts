@@ -129,8 +129,16 @@ export function createStreamService(options: StreamServiceOptions): StreamServic
   return new DefaultStreamService(options);
 }
 
-function redirect(location: string): StreamResponse {
-  return { status: 302, headers: { Location: location }, body: null };
+/**
+ * A 302 to finished audio. The request's `response-content-disposition` (already validated) goes
+ * along, so a download named by the client keeps its name after the redirect.
+ */
+function redirect(location: string, query: Readonly<Record<string, unknown>> = {}): StreamResponse {
+  const disposition = query['response-content-disposition'];
+  if (typeof disposition !== 'string') return { status: 302, headers: { Location: location }, body: null };
+  const url = new URL(location);
+  url.searchParams.set('response-content-disposition', disposition);
+  return { status: 302, headers: { Location: url.toString() }, body: null };
 }
 
 function notReady(task: StreamTaskView, what: string): AppError {
@@ -207,10 +215,11 @@ class DefaultStreamService implements StreamService {
     contentIndex: string,
     query: Readonly<Record<string, unknown>>,
   ): Promise<StreamResponse> {
+    contentDispositionFromQuery(query['response-content-disposition']); // validated before the redirect carries it
     const task = await this.authorize(taskId, query);
     const piece = this.piece(task, contentIndex);
     if (piece.audioUrl === null) throw notReady(task, `content ${String(piece.idx)}`);
-    return redirect(piece.audioUrl);
+    return redirect(piece.audioUrl, query);
   }
 
   async stream(request: StreamRequest): Promise<StreamResponse> {
@@ -224,11 +233,11 @@ class DefaultStreamService implements StreamService {
     // even when finished audio exists meanwhile: the relaying node decided, its readers get bytes.
     const finishedAudio = (url: string | null): url is string => url !== null && !request.relayed;
     if (request.contentIndex === undefined) {
-      if (finishedAudio(task.audioUrl)) return redirect(task.audioUrl);
+      if (finishedAudio(task.audioUrl)) return redirect(task.audioUrl, query);
       if (!STREAMABLE.has(task.status)) throw notReady(task, 'the task');
     } else {
       const piece = this.piece(task, request.contentIndex);
-      if (finishedAudio(piece.audioUrl)) return redirect(piece.audioUrl);
+      if (finishedAudio(piece.audioUrl)) return redirect(piece.audioUrl, query);
       if (!STREAMABLE.has(task.status)) throw notReady(task, `content ${String(piece.idx)}`);
       contentIndex = piece.idx;
     }
@@ -272,7 +281,7 @@ class DefaultStreamService implements StreamService {
     } catch (err) {
       release();
       // The owner node found the task finished meanwhile: pass its redirect on (spec 3.1).
-      if (err instanceof RelayRedirect) return redirect(err.location);
+      if (err instanceof RelayRedirect) return redirect(err.location, query);
       throw err;
     }
   }

@@ -1,15 +1,18 @@
 /**
  * Stored finished audio (metadata.audio and metadata.contents[n].audio), guarded by the task's
- * `auth` token like the stream endpoints, served with Range support.
+ * `auth` token like the stream endpoints, served with Range support and, when the client names one
+ * (also through the stream endpoints' 302), `response-content-disposition`.
  */
 import type { FastifyInstance } from 'fastify';
 import { errors } from '../../errors/app-error.js';
 import type { BlobStore } from '../../storage/blob-store.js';
+import { contentDispositionFromQuery } from '../../stream/content-disposition.js';
 import type { TaskService } from '../../tasks/task-service.js';
 import { sendBlob } from '../send-blob.js';
 
 interface AudioQuery {
   auth?: string;
+  'response-content-disposition'?: unknown;
 }
 
 export function audioRoutes(tasks: TaskService, blobs: BlobStore) {
@@ -19,8 +22,9 @@ export function audioRoutes(tasks: TaskService, blobs: BlobStore) {
       url: '/api/tts/generate/:id/audio.mp3',
       exposeHeadRoute: false,
       handler: async (request, reply) => {
+        const disposition = contentDispositionFromQuery(request.query['response-content-disposition']);
         const key = await tasks.audioKeyFor(request.params.id, null, request.query.auth);
-        return sendBlob(request, reply, blobs, key, 'audio/mpeg');
+        return sendBlob(request, reply, blobs, key, 'audio/mpeg', disposition);
       },
     });
     app.route<{ Params: { id: string; contentIndex: string }; Querystring: AudioQuery }>({
@@ -28,11 +32,12 @@ export function audioRoutes(tasks: TaskService, blobs: BlobStore) {
       url: '/api/tts/generate/:id/:contentIndex/audio.mp3',
       exposeHeadRoute: false,
       handler: async (request, reply) => {
+        const disposition = contentDispositionFromQuery(request.query['response-content-disposition']);
         const idx = Number(request.params.contentIndex);
         if (!/^\d{1,6}$/.test(request.params.contentIndex))
           throw errors.notFound('RESOURCE_NOT_FOUND', 'content');
         const key = await tasks.audioKeyFor(request.params.id, idx, request.query.auth);
-        return sendBlob(request, reply, blobs, key, 'audio/mpeg');
+        return sendBlob(request, reply, blobs, key, 'audio/mpeg', disposition);
       },
     });
   };
