@@ -95,9 +95,12 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
 
   const scaleOut = config.scaleOut;
   if (scaleOut === null) {
+    const blobs = new FsBlobStore(join(config.dataDir, 'blobs'));
+    // The data dir lock is held (the embedded database is open): no other writer exists.
+    await blobs.sweepPartialWrites();
     return {
       database,
-      blobs: blobStoreFor(config),
+      blobs,
       events: new MemoryTaskEvents(),
       queue: new MemoryTaskQueue(),
       rateLimitStore: { kind: 'memory' },

@@ -1,8 +1,8 @@
 /** BlobStore on the local file system under a root folder (DATA_DIR/blobs by default). */
 import { randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
-import { dirname, join, resolve, sep } from 'node:path';
+import { mkdir, readdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { basename, dirname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
@@ -13,12 +13,30 @@ import {
   type BlobStore,
 } from './blob-store.js';
 
+/** Name prefix of a file being written (keys cannot start with a dot, so none is ever a blob). */
+const TMP_PREFIX = '.tmp-';
+
 /** The embedded BlobStore: one file per key under `root`, written to a temporary name then renamed. */
 export class FsBlobStore implements BlobStore {
   private readonly root: string;
 
   constructor(root: string) {
     this.root = resolve(root);
+  }
+
+  /**
+   * Removes the temporary files of writes that never finished (a process killed mid-put leaves its
+   * `.tmp-*` file behind). Call it when this process is the only writer: at start, under the data
+   * dir lock. Returns how many were removed.
+   */
+  async sweepPartialWrites(): Promise<number> {
+    const names = await readdir(this.root, { recursive: true }).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return [];
+      throw err;
+    });
+    const partial = names.filter((name) => basename(name).startsWith(TMP_PREFIX));
+    for (const name of partial) await rm(join(this.root, name), { force: true });
+    return partial.length;
   }
 
   /** Maps a key to a path inside the root; rejects keys that could escape it. */
@@ -31,7 +49,7 @@ export class FsBlobStore implements BlobStore {
 
   async put(key: string, body: Readable | Uint8Array, _contentType: string): Promise<BlobInfo> {
     const path = this.pathOf(key);
-    const tmp = join(dirname(path), `.tmp-${randomUUID()}`);
+    const tmp = join(dirname(path), `${TMP_PREFIX}${randomUUID()}`);
     try {
       await mkdir(dirname(path), { recursive: true });
       if (body instanceof Uint8Array) await writeFile(tmp, body);
