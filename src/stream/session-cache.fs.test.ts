@@ -19,6 +19,7 @@ import {
 } from './session-cache.fs.js';
 import { MemoryTail } from './memory-tail.js';
 import { resolveRangePlan } from './range-plan.js';
+import { isSettled } from '../../test/helpers/settled.js';
 
 const MiB = 1024 * 1024;
 
@@ -47,18 +48,6 @@ function fdsOn(path: string): number {
     }
   }
   return n;
-}
-
-/** Whether a promise has settled, observed after letting pending I/O callbacks run. */
-async function isSettled(p: Promise<unknown>): Promise<boolean> {
-  let settled = false;
-  p.then(
-    () => (settled = true),
-    () => (settled = true),
-  );
-  await nextTurn();
-  await nextTurn();
-  return settled;
 }
 
 /**

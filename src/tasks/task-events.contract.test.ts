@@ -7,12 +7,12 @@
  */
 import { afterEach, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { freshRedis } from '../../test/helpers/servers.js';
 import { MemoryTaskEvents } from './task-events.memory.js';
 import { RedisTaskEvents } from './task-events.redis.js';
 import type { TaskEvents } from './task-events.js';
+import { isSettled } from '../../test/helpers/settled.js';
 
 /** A TaskEvents node that can count its waiters (to check that aborted waits leave none behind). */
 type EventsNode = TaskEvents & { waiterCount(taskId: string): number };
@@ -74,18 +74,6 @@ const adapters: Adapter[] = [
 /** Every wait in these tests has a deadline, so a broken adapter fails instead of hanging. */
 function deadline(): AbortSignal {
   return AbortSignal.timeout(5_000);
-}
-
-/** Whether a promise has settled, observed after letting pending callbacks run. */
-async function isSettled(p: Promise<unknown>): Promise<boolean> {
-  let settled = false;
-  p.then(
-    () => (settled = true),
-    () => (settled = true),
-  );
-  await nextTurn();
-  await nextTurn();
-  return settled;
 }
 
 for (const adapter of adapters) {

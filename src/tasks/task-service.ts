@@ -34,13 +34,19 @@ export interface TaskContentView {
   generatedAt?: string;
 }
 
-/** The public representation of a task. */
-export interface TaskView {
+/** What every representation of a task carries, in lists and in detail. */
+interface TaskViewBase {
   id: string;
   userId: string;
   status: TaskStatus;
   type: string;
   createdAt: string;
+  error?: string;
+  streamUrl?: string;
+}
+
+/** The public representation of a task. */
+export interface TaskView extends TaskViewBase {
   metadata: {
     contents: TaskContentView[];
     characters: number;
@@ -49,8 +55,6 @@ export interface TaskView {
     generatedAt?: string;
     request?: Record<string, unknown>;
   };
-  error?: string;
-  streamUrl?: string;
 }
 
 /**
@@ -58,12 +62,7 @@ export interface TaskView {
  * array or request echo — `contentsCount` instead — so a page's size is bounded by its length.
  * The whole record is the detail endpoint's.
  */
-export interface TaskSummaryView {
-  id: string;
-  userId: string;
-  status: TaskStatus;
-  type: string;
-  createdAt: string;
+export interface TaskSummaryView extends TaskViewBase {
   metadata: {
     characters: number;
     contentsCount: number;
@@ -71,8 +70,6 @@ export interface TaskSummaryView {
     audio?: string;
     generatedAt?: string;
   };
-  error?: string;
-  streamUrl?: string;
 }
 
 /** The whole task record with billing and the duration estimate: the detail endpoint's answer. */
