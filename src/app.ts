@@ -15,7 +15,7 @@ import type { AppConfig } from './config/config.js';
 import { effectiveAdminToken } from './http/admin-auth.js';
 import { bearerAuth } from './http/auth.js';
 import { adminRoutes } from './http/routes/admin.routes.js';
-import { registerRateLimit } from './http/rate-limit.js';
+import { addRouteOnRequestHook, clientAddressKey, registerRateLimit } from './http/rate-limit.js';
 import { accountRoutes } from './http/routes/account.routes.js';
 import { audioRoutes } from './http/routes/audio.routes.js';
 import { healthRoutes } from './http/routes/health.routes.js';
@@ -42,8 +42,8 @@ import { VoiceStore } from './voices/voice-store.js';
 export interface AppOptions {
   /** Start a new embedded database from this PGlite dump (tests), instead of running initdb. */
   pgliteTemplate?: Blob | undefined;
-  /** Fastify logger option; defaults to pino at config.logLevel. */
-  logger?: boolean;
+  /** Logger option of createHttpServer (tests pass `{ stream }` to capture lines); defaults to pino at config.logLevel. */
+  logger?: Parameters<typeof createHttpServer>[1];
 }
 
 export interface Services {
@@ -74,6 +74,9 @@ function rateLimitKey(request: FastifyRequest): string {
   return request.account ? `account:${request.account.id}` : `ip:${request.ip}`;
 }
 
+/** How long shutdown waits for open requests after the live streams were cut, before it cuts them. */
+const SHUTDOWN_GRACE_MS = 2_000;
+
 export async function buildApp(config: AppConfig, options: AppOptions = {}): Promise<App> {
   const http = createHttpServer(config, options.logger);
   const adapters = await openAdapters(config, {
@@ -83,6 +86,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   const { database, blobs, events } = adapters;
   const synthesis = createEngineRegistry({
     remoteEndpoints: config.remoteEngines,
+    timeouts: config.engineTimeouts,
     ...(config.synthesisThreads !== undefined && { synthesisThreads: config.synthesisThreads }),
   });
   const encoders = createEncoderPool(
@@ -94,7 +98,11 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   const close = async (): Promise<void> => {
     // Cut live streams first: a reader of a stuck task would otherwise hold http.close() open.
     await stream?.close();
-    await http.close();
+    // Requests still open a moment after the streams were cut (a client that half-closed its
+    // socket, a stuck upload) must not hold shutdown until the keep-alive timeout: cut them.
+    const force = setTimeout(() => http.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
+    force.unref();
+    await http.close().finally(() => clearTimeout(force));
     await runner?.stop();
     await synthesis.close();
     await encoders.close();
@@ -135,6 +143,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       engineFor: (binding) => synthesis.engineFor(binding),
       events,
       concurrency: config.generationConcurrency,
+      accountConcurrency: config.accountQuotas.maxConcurrentTasks,
       // Stream pipelines of a finished task have read its pieces long before this.
       workFilesIdleMs: Math.max(config.streamIdleReclaimMs, 30 * 60_000),
       log: http.log,
@@ -147,7 +156,9 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       pieceAudio,
       config.limits,
       config.publicUrl,
-      (id) => taskRunner.enqueue(id),
+      taskRunner,
+      config.accountQuotas,
+      events,
     );
     const streams = createStreamService({
       tasks,
@@ -156,33 +167,51 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       cacheDir: join(config.dataDir, 'stream-cache'),
       idleReclaimMs: config.streamIdleReclaimMs,
       cluster: adapters.cluster,
+      bounds: config.streamSessions,
     });
     stream = streams;
 
     await http.register(
-      healthRoutes(database.db, () => ({
-        streamPipelineRuns: streams.pipelineRuns(),
-        streamRelayRuns: streams.relayRuns(),
-        activeGenerations: taskRunner.active,
-      })),
+      healthRoutes(
+        database.db,
+        () => ({
+          streamPipelineRuns: streams.pipelineRuns(),
+          streamRelayRuns: streams.relayRuns(),
+          activeGenerations: taskRunner.active,
+        }),
+        { metricsToken: config.metricsToken },
+      ),
     );
-    await http.register(audioRoutes(tasks, blobs));
+    // Finished audio and streams: per client address (task ids are the client's to make up).
+    const perAddress = {
+      rateLimitMax: config.rateLimit.streamMax,
+      rateLimitWindowMs: config.rateLimit.windowMs,
+      rateLimitStore: adapters.rateLimitStore,
+    };
+    await http.register(audioRoutes(tasks, blobs, perAddress));
     // Stream endpoints: only the task's `auth` query token, never a bearer key (spec §5).
+    await http.register(streamRoutes(streams, perAddress));
+
+    // Operator API: the admin token only, never a tenant key (and tenant routes never take the admin token).
+    const adminToken = effectiveAdminToken(config);
+    const beforeAuth = {
+      name: 'api-ip',
+      max: config.rateLimit.ipMax,
+      windowMs: config.rateLimit.windowMs,
+      keyGenerator: clientAddressKey,
+    };
     await http.register(
-      streamRoutes(streams, {
-        rateLimitMax: config.rateLimit.streamMax,
-        rateLimitWindowMs: config.rateLimit.windowMs,
+      adminRoutes(new AdminService(accounts, async () => voices), adminToken, {
+        rateLimitMax: beforeAuth.max,
+        rateLimitWindowMs: beforeAuth.windowMs,
         rateLimitStore: adapters.rateLimitStore,
       }),
     );
 
-    // Operator API: the admin token only, never a tenant key (and tenant routes never take the admin token).
-    const adminToken = effectiveAdminToken(config);
-    await http.register(adminRoutes(new AdminService(accounts, async () => voices), adminToken));
-
-    // Protected routes: bearer key first, then the per-account rate limit.
+    // Protected routes: a per-address limit (bad keys count too), the bearer key, then the per-account limit.
     await http.register(async (scope) => {
-      scope.addHook('onRequest', bearerAuth(accounts));
+      await registerRateLimit(scope, beforeAuth, adapters.rateLimitStore);
+      addRouteOnRequestHook(scope, bearerAuth(accounts));
       await registerRateLimit(
         scope,
         {
@@ -193,7 +222,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
         },
         adapters.rateLimitStore,
       );
-      await scope.register(accountRoutes);
+      await scope.register(accountRoutes((accountId) => tasks.quotaReport(accountId)));
       await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
       await scope.register(splitterRoutes(splitters, config.limits));
       await scope.register(taskRoutes(tasks, splitters));
@@ -203,6 +232,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
             tasks,
             events,
             contentAudio: (taskId, idx, signal) => streams.contentBytes(taskId, idx, signal),
+            startTimeoutMs: config.oneShotStartTimeoutMs,
           }),
         ),
       );

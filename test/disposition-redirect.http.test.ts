@@ -3,41 +3,21 @@
 // same way as on the stream endpoints).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { normaliseContentDisposition } from '../src/stream/content-disposition.js';
 import type { TaskDetailView } from '../src/tasks/task-service.js';
-import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
+import { createTask, createVoice, startTestApp, waitForTask, type TestApp } from './helpers/test-app.js';
 
 let t: TestApp;
 let task: TaskDetailView;
 
 before(async () => {
   t = await startTestApp();
-  const voice = await t.app.http.inject({
-    method: 'POST',
-    url: '/api/voice',
-    headers: bearer(t.key),
-    payload: { name: 'Narrator' },
-  });
-  const voiceId = voice.json<{ data: { id: string } }>().data.id;
-  const created = await t.app.http.inject({
-    method: 'POST',
-    url: '/api/tts/generate',
-    headers: bearer(t.key),
-    payload: {
-      contents: [
-        { type: 'text', text: 'One.', voiceId },
-        { type: 'text', text: 'Two.', voiceId },
-      ],
-    },
-  });
-  const id = created.json<{ data: { id: string } }>().data.id;
-  for (;;) {
-    task = await t.app.services.tasks.get(t.accountId, id, { stream: 'true' });
-    if (task.status === 'failed') assert.fail(task.error);
-    if (task.status === 'generated' && task.metadata.audio !== undefined) break;
-    await sleep(20);
-  }
+  const voiceId = await createVoice(t.app, t.key);
+  const id = await createTask(t.app, t.key, [
+    { type: 'text', text: 'One.', voiceId },
+    { type: 'text', text: 'Two.', voiceId },
+  ]);
+  task = await waitForTask(t.app, t.accountId, id);
 });
 
 after(async () => t.close());

@@ -234,4 +234,39 @@ describe('issue 11 findings 8–10: bad input is a clear 4xx, never a 500', () =
       assert.equal(res.statusCode, 200, res.body);
     });
   });
+
+  describe('unpaired UTF-16 surrogates (fuzzing finding)', () => {
+    it('a lone surrogate escape anywhere in a JSON body is 400 VALIDATION_INVALID_FORMAT, never a 500', async () => {
+      const cases: [string, string, string][] = [
+        ['POST', '/api/voice', '{"name":"\\udc50"}'],
+        ['POST', '/api/voice', '{"name":"ok","description":"x\\ud800"}'],
+        ['POST', '/api/tts/simple-generate', `{"text":"Hi.","voiceId":"\\udc50"}`],
+        ['POST', '/api/splitter/preview', '{"text":"Hi.","splitterId":"\\udbff"}'],
+        ['POST', '/api/splitter', '{"name":"s","config":{"<A>":{"voiceId":"v"},"\\udc00":1}}'],
+      ];
+      for (const [method, url, json] of cases) {
+        const res = await send(method as 'POST', url, json);
+        assertClientError(res, 400, 'VALIDATION_INVALID_FORMAT', /surrogate/);
+      }
+      const admin = await t.app.http.inject({
+        method: 'POST',
+        url: '/admin/accounts',
+        headers: { ...bearer(t.app.adminToken ?? ''), 'content-type': 'application/json' },
+        payload: '{"name":"\\udc50"}',
+      });
+      assertClientError(admin, 400, 'VALIDATION_INVALID_FORMAT', /surrogate/);
+      // The check walks any body without recursion or spreading: 300,000 array items are fine.
+      const wide = await send(
+        'POST',
+        '/api/splitter/preview',
+        JSON.stringify({ text: 'Hi.', splitter: { config: new Array(300_000).fill(0) } }),
+      );
+      assert.notEqual(wide.statusCode, 500, wide.body);
+      assert.doesNotMatch(wide.body, /not valid JSON/);
+      // A well-formed pair (an emoji) is text like any other.
+      const emoji = await send('POST', '/api/voice', '{"name":"Narrator \\ud83d\\ude00"}');
+      assert.equal(emoji.statusCode, 200, emoji.body);
+      await assertStillServing();
+    });
+  });
 });

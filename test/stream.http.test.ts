@@ -65,6 +65,20 @@ function assertAudio(reply: Reply, live: boolean): void {
   }
 }
 
+/**
+ * HEAD of a live stream that no GET has started: the live headers, and no ETag because no build
+ * exists yet (HEAD never starts a pipeline, issue 11 finding 2).
+ */
+function assertLiveHeadWithoutBuild(reply: Reply): void {
+  assertHeaderRules(reply);
+  assert.equal(reply.headers['content-type'], 'audio/mpeg');
+  assert.equal(reply.headers['accept-ranges'], 'bytes');
+  assert.equal(reply.headers['content-length'], undefined);
+  assert.equal(reply.headers['transfer-encoding'], 'chunked');
+  assert.equal(reply.headers['cache-control'], 'no-store');
+  assert.equal(reply.headers.etag, undefined);
+}
+
 /** Start offset of a 206's Content-Range. */
 function rangeStart(reply: Reply): number {
   const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(String(reply.headers['content-range']));
@@ -313,7 +327,8 @@ describe('a 5-piece task read by 50 concurrent clients while it generates', () =
           if (reply.status === 302) return;
           assert.equal(reply.body.length, 0);
           assertHeaderRules(reply);
-          etags.add(String(reply.headers.etag));
+          // HEAD never starts a session (issue 11 finding 2): an ETag only once a GET built one.
+          if (reply.headers.etag !== undefined) etags.add(String(reply.headers.etag));
           headTimes.push(reply.headersMs);
           return;
         }
@@ -353,7 +368,7 @@ describe('a 5-piece task read by 50 concurrent clients while it generates', () =
   it('answers HEAD during generation at once with the live headers and no body', () => {
     assert.ok(headBeforeBytes);
     assert.equal(headBeforeBytes.status, 200);
-    assertAudio(headBeforeBytes, true);
+    assertLiveHeadWithoutBuild(headBeforeBytes);
     assert.equal(headBeforeBytes.body.length, 0);
     // Live headers (no Content-Length) prove HEAD was answered while the session still grew.
     assert.ok(headTimes.length > 0);
@@ -550,7 +565,8 @@ describe('status, auth and lookup branches', () => {
     const busyUrl = String((await detail(busy)).streamUrl);
     const head = await send(busyUrl, { method: 'HEAD' });
     assert.equal(head.status, 200);
-    assertAudio(head, true);
+    assertLiveHeadWithoutBuild(head);
+    assert.equal(pipelineRuns(), runs, 'HEAD starts no pipeline');
     // A client that gives up while its closed range waits: the server just lets it go.
     await new Promise<void>((resolve) => {
       const req = httpRequest(busyUrl, { headers: { range: 'bytes=0-99' }, agent: false });
@@ -694,13 +710,20 @@ describe('the embedded engine, reclaim and rate limit (idle reclaim 500 ms, 20 r
     assert.equal(sha(second.body), sha(first.body), 'the encoder is deterministic');
   });
 
-  it('limits requests per task and client with 429 and Retry-After', async () => {
-    const url = `${small.baseUrl}/api/tts/generate/00000000-0000-4000-8000-00000000abcd/stream.mp3`;
-    for (let k = 0; k < 20; k++) assert.equal((await send(url)).status, 401);
-    const limited = await send(url);
+  it('limits requests per client address, whatever the task id, with 429 and Retry-After', async () => {
+    const url = (k: number) =>
+      `${small.baseUrl}/api/tts/generate/00000000-0000-4000-8000-${String(k).padStart(12, '0')}/stream.mp3`;
+    // Earlier tests of this app used part of the address's budget of 20; new task ids add none
+    // (issue 11 finding 7: a budget per task id let one client multiply it at will).
+    let k = 0;
+    for (; k < 20; k++) {
+      const res = await send(url(k));
+      if (res.status === 429) break;
+      assert.equal(res.status, 401);
+    }
+    const limited = await send(url(k));
     assertError(limited, 429, 'RATE_LIMIT_EXCEEDED', true);
     assert.match(String(limited.headers['retry-after']), /^\d+$/);
-    // Another task is another bucket.
-    assert.equal((await send(url.replace('abcd', 'abce'))).status, 401);
+    assert.equal((await send(url(99))).status, 429);
   });
 });

@@ -95,7 +95,7 @@ describe('task list summaries (issue 11, finding 5)', () => {
     assert.equal(summary.status, 'failed');
     assert.equal(summary.type, 'contents');
     assert.match(summary.createdAt, /^\d{4}-\d\d-\d\dT/);
-    assert.match(String(summary.error), /HTTP 503/);
+    assert.match(String(summary.error), /the speech engine failed \(engine error\)/);
     assert.match(String(summary.streamUrl), new RegExp(`/api/tts/generate/${id}/stream\\.mp3\\?auth=`));
     assert.deepEqual(summary.metadata, {
       characters: CONTENTS * TEXT_LENGTH,

@@ -215,6 +215,20 @@ describe('voices', () => {
       assert.equal(res.json<{ code: string }>().code, 'VOICE_MIGRATE_NOT_ALLOWED');
     });
 
+    it('a LoRA upload with a JSON body (null, object) is 400, not a 500 (fuzzing finding)', async () => {
+      const voice = await importVoice({ version: 'v2.0' });
+      for (const payload of ['null', '{}', '[]', '"x"']) {
+        const up = await t.app.http.inject({
+          method: 'PUT',
+          url: `/api/voice/${voice.id}/lora`,
+          headers: { ...bearer(t.key), 'content-type': 'application/json' },
+          payload,
+        });
+        assert.equal(up.statusCode, 400, `${payload}: ${up.body}`);
+        assert.equal(up.json<{ code: string }>().code, 'VALIDATION_INVALID_FORMAT');
+      }
+    });
+
     it('unknown id → 404 VOICE_NOT_FOUND; voice still creating → 409 VOICE_CREATING', async () => {
       const missing = await migrate('00000000-0000-0000-0000-000000000000');
       assert.equal(missing.statusCode, 404);

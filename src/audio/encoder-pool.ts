@@ -34,6 +34,8 @@ export interface EncoderPool {
   readonly size: number;
   /** Opens a new MP3 stream. */
   open(): Mp3Encoder;
+  /** MP3 streams open now (not yet finished or aborted) on every worker: fault tests check none leaks. */
+  readonly openStreams: number;
   /** Kills every worker as a crash would (pending calls reject, fresh workers take their place): recovery hook for a wedged worker, and how tests exercise the crash path. */
   terminateWorkers(): Promise<void>;
   /** Stops all workers; open streams reject. */
@@ -159,6 +161,10 @@ class WorkerEncoderPool implements EncoderPool {
     if (!Number.isInteger(size) || size < 1)
       throw new RangeError(`encoder pool size must be a positive integer, got ${size}`);
     for (let i = 0; i < size; i++) this.slots.push(this.spawn());
+  }
+
+  get openStreams(): number {
+    return this.slots.reduce((sum, slot) => sum + slot.streams.size, 0);
   }
 
   open(): Mp3Encoder {

@@ -80,3 +80,14 @@ describe('loadConfig: scale-out switch', () => {
     assert.equal(loadConfig({ ADMIN_TOKEN: 'a'.repeat(32) }).adminToken, 'a'.repeat(32));
   });
 });
+
+describe('loadConfig: per-account concurrency', () => {
+  it('defaults to one less than a node’s generation slots (at least 1), so one account never holds them all', () => {
+    assert.equal(loadConfig({}).accountQuotas.maxConcurrentTasks, 1);
+    assert.equal(loadConfig({ GENERATION_CONCURRENCY: '8' }).accountQuotas.maxConcurrentTasks, 7);
+    assert.equal(loadConfig({ GENERATION_CONCURRENCY: '1' }).accountQuotas.maxConcurrentTasks, 1);
+    const single = loadConfig({ GENERATION_CONCURRENCY: '4', ACCOUNT_MAX_CONCURRENT_TASKS: '4' });
+    assert.equal(single.accountQuotas.maxConcurrentTasks, 4);
+    assert.equal(loadConfig({ ACCOUNT_MAX_CONCURRENT_TASKS: '0' }).accountQuotas.maxConcurrentTasks, 0);
+  });
+});

@@ -30,16 +30,55 @@ const envSchema = z.object({
   RATE_LIMIT_MAX: intFrom(1, 1_000_000).default(600),
   RATE_LIMIT_WINDOW_MS: intFrom(100, 86_400_000).default(60_000),
   STREAM_RATE_LIMIT_MAX: intFrom(1, 1_000_000).default(600),
+  /** Requests per client address and window to the bearer and /admin routes, counted before the credential is checked. */
+  RATE_LIMIT_IP_MAX: intFrom(1, 1_000_000).default(3000),
+  /** Slowloris bounds (issue 11 finding 6): request headers complete within; whole request (headers and body) received within. */
+  HEADERS_TIMEOUT_MS: intFrom(100, 600_000).default(10_000),
+  REQUEST_TIMEOUT_MS: intFrom(100, 86_400_000).default(300_000),
+  /** Comma-separated addresses/CIDRs (or loopback, linklocal, uniquelocal) of reverse proxies whose X-Forwarded-For is believed. */
+  TRUST_PROXY: z
+    .string()
+    .regex(
+      /^\s*[0-9A-Za-z.:/]+(\s*,\s*[0-9A-Za-z.:/]+)*\s*$/,
+      'comma-separated addresses, CIDRs or loopback/linklocal/uniquelocal',
+    )
+    .optional(),
+  /** Bearer token /metrics requires; when unset, /metrics answers only clients on the loopback address. */
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').max(512).optional(),
   STREAM_IDLE_RECLAIM_MS: intFrom(10, 86_400_000).default(30 * 60_000),
+  /** Live stream sessions (distinct `i` values and contents) per task on a node; 0 = unbounded. */
+  STREAM_MAX_SESSIONS_PER_TASK: intFrom(0, 100_000).default(8),
+  /** Live stream sessions per account on a node; 0 = unbounded. */
+  STREAM_MAX_SESSIONS_PER_ACCOUNT: intFrom(0, 1_000_000).default(64),
+  /** Disk the stream session caches of a node may use before new sessions are refused; 0 = unbounded. */
+  STREAM_CACHE_BUDGET_BYTES: intFrom(0, Number.MAX_SAFE_INTEGER).default(2 * 1024 ** 3),
   GENERATION_CONCURRENCY: intFrom(1, 64).default(2),
+  /** Per-account quotas (issue 11 finding 3); 0 = unlimited. Pending plus processing tasks. */
+  ACCOUNT_MAX_QUEUED_TASKS: intFrom(0, 1_000_000).default(100),
+  /**
+   * Tasks of one account processing at once, on every node together. Default: one less than a
+   * node's GENERATION_CONCURRENCY (at least 1), so one account never holds every slot of a node
+   * and another account's one-shot or small task always finds one free.
+   */
+  ACCOUNT_MAX_CONCURRENT_TASKS: intFrom(0, 10_000).optional(),
+  /** Characters of the tasks one account may have accepted per UTC day (default: 5 of the largest tasks). */
+  ACCOUNT_DAILY_CHARACTERS: intFrom(0, Number.MAX_SAFE_INTEGER).default(10_000_000),
+  /** One-shot synthesis answers 503 NO_WORKER_AVAILABLE when its task has not started within this. */
+  ONE_SHOT_START_TIMEOUT_MS: intFrom(100, 3_600_000).default(30_000),
   SYNTHESIS_THREADS: intFrom(1, 64).optional(),
   ENCODER_THREADS: intFrom(1, 64).optional(),
   MAX_TEXT_LENGTH: intFrom(1, 1_000_000).default(10_000),
   MAX_CONTENTS: intFrom(1, 10_000).default(200),
+  /** Markers (placeholder keys and bracket spans) one splitter-mode text may hold (issue 11 finding 1). */
+  SPLITTER_MAX_MARKERS: intFrom(1, 1_000_000).default(1000),
   BODY_LIMIT_BYTES: intFrom(1024, 1 << 30).default(2 * 1024 * 1024),
   UPLOAD_LIMIT_BYTES: intFrom(1024, 1 << 31).default(100 * 1024 * 1024),
   /** JSON object: name → {baseUrl, apiKey?, defaultModel?} of OpenAI-compatible speech endpoints. */
   REMOTE_ENGINES: z.string().optional(),
+  /** Engine calls (issue 11 finding 4): connect, wait for response headers, whole piece. */
+  ENGINE_CONNECT_TIMEOUT_MS: intFrom(100, 3_600_000).default(10_000),
+  ENGINE_FIRST_BYTE_TIMEOUT_MS: intFrom(100, 3_600_000).default(30_000),
+  ENGINE_CALL_TIMEOUT_MS: intFrom(100, 3_600_000).default(120_000),
   /** Operator token of the /admin API (accounts, keys, voice import); never a tenant key. */
   ADMIN_TOKEN: z.string().min(24, 'must be at least 24 characters').max(512).optional(),
   /** Scale-out: Redis (queue, events, leases, rate limits) and S3-compatible storage (blobs). */
@@ -107,19 +146,34 @@ export interface AppConfig {
   logLevel: z.infer<typeof envSchema>['LOG_LEVEL'];
   bootstrapApiKey: string | undefined;
   databaseUrl: string | undefined;
-  rateLimit: { max: number; windowMs: number; streamMax: number };
+  /** Per account (`max`), per client address on stream and audio routes (`streamMax`) and before authentication (`ipMax`). */
+  rateLimit: { max: number; windowMs: number; streamMax: number; ipMax: number };
+  /** HTTP server bounds (issue 11 finding 6); `trustProxy`: proxies whose X-Forwarded-For gives `request.ip`. */
+  http: { headersTimeoutMs: number; requestTimeoutMs: number; trustProxy: string[] };
+  /** Bearer token of /metrics; undefined = loopback clients only. */
+  metricsToken: string | undefined;
   streamIdleReclaimMs: number;
+  /** Bounds of the live stream sessions of one node (issue 11 finding 2); 0 = unbounded. */
+  streamSessions: { maxPerTask: number; maxPerAccount: number; cacheBudgetBytes: number };
   generationConcurrency: number;
+  /** Per-account quotas (issue 11 finding 3); 0 = unlimited. */
+  accountQuotas: { maxQueuedTasks: number; maxConcurrentTasks: number; dailyCharacters: number };
+  /** How long one-shot synthesis waits for its task to start before answering 503. */
+  oneShotStartTimeoutMs: number;
   synthesisThreads: number | undefined;
   encoderThreads: number | undefined;
   limits: {
     textLength: number;
     contents: number;
+    /** Most markers one splitter-mode text may hold (SPLITTER_MAX_MARKERS). */
+    splitterMarkers: number;
     bodyBytes: number;
     uploadBytes: number;
     splitterName: number;
   };
   remoteEngines: Record<string, RemoteEndpointConfig>;
+  /** Time limits of each engine call: connect and first byte (remote), whole piece (every engine). */
+  engineTimeouts: { connectMs: number; firstByteMs: number; callMs: number };
   /** Operator token of the /admin API; undefined = generated per data dir (embedded) or /admin off (scale-out). */
   adminToken: string | undefined;
   /** Present in scale-out mode (REDIS_URL and S3_* set); null = embedded coordination and files. */
@@ -170,6 +224,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const e = parsed.data;
   const remoteEngines = parseRemoteEngines(e.REMOTE_ENGINES, problems);
   const scaleOut = parseScaleOut(e, problems);
+  if (e.HEADERS_TIMEOUT_MS > e.REQUEST_TIMEOUT_MS) {
+    problems.push(
+      'HEADERS_TIMEOUT_MS: must not exceed REQUEST_TIMEOUT_MS (the headers are part of the request)',
+    );
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     host: e.HOST,
@@ -186,19 +245,46 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       max: e.RATE_LIMIT_MAX,
       windowMs: e.RATE_LIMIT_WINDOW_MS,
       streamMax: e.STREAM_RATE_LIMIT_MAX,
+      ipMax: e.RATE_LIMIT_IP_MAX,
     },
+    http: {
+      headersTimeoutMs: e.HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+      trustProxy: (e.TRUST_PROXY ?? '')
+        .split(',')
+        .map((entry) => entry.trim())
+        .filter((entry) => entry !== ''),
+    },
+    metricsToken: e.METRICS_TOKEN,
     streamIdleReclaimMs: e.STREAM_IDLE_RECLAIM_MS,
+    streamSessions: {
+      maxPerTask: e.STREAM_MAX_SESSIONS_PER_TASK,
+      maxPerAccount: e.STREAM_MAX_SESSIONS_PER_ACCOUNT,
+      cacheBudgetBytes: e.STREAM_CACHE_BUDGET_BYTES,
+    },
     generationConcurrency: e.GENERATION_CONCURRENCY,
+    accountQuotas: {
+      maxQueuedTasks: e.ACCOUNT_MAX_QUEUED_TASKS,
+      maxConcurrentTasks: e.ACCOUNT_MAX_CONCURRENT_TASKS ?? Math.max(1, e.GENERATION_CONCURRENCY - 1),
+      dailyCharacters: e.ACCOUNT_DAILY_CHARACTERS,
+    },
+    oneShotStartTimeoutMs: e.ONE_SHOT_START_TIMEOUT_MS,
     synthesisThreads: e.SYNTHESIS_THREADS,
     encoderThreads: e.ENCODER_THREADS,
     limits: {
       textLength: e.MAX_TEXT_LENGTH,
       contents: e.MAX_CONTENTS,
+      splitterMarkers: e.SPLITTER_MAX_MARKERS,
       bodyBytes: e.BODY_LIMIT_BYTES,
       uploadBytes: e.UPLOAD_LIMIT_BYTES,
       splitterName: 100,
     },
     remoteEngines,
+    engineTimeouts: {
+      connectMs: e.ENGINE_CONNECT_TIMEOUT_MS,
+      firstByteMs: e.ENGINE_FIRST_BYTE_TIMEOUT_MS,
+      callMs: e.ENGINE_CALL_TIMEOUT_MS,
+    },
     adminToken: e.ADMIN_TOKEN,
     scaleOut,
     leases: { taskMs: e.TASK_LEASE_MS, sessionMs: e.SESSION_LEASE_MS },

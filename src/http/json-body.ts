@@ -1,8 +1,18 @@
 /**
- * The JSON body parser every route shares: Fastify's own parser (same prototype-poisoning policy),
- * preceded by a nesting-depth limit (issue 11 finding 10: a body nested 2,000 deep overflowed the
- * stack in recursive code after parsing). The depth scan is iterative, so hostile input never
- * recurses, and it runs before JSON.parse and before anything walks the parsed value.
+ * The JSON body parser every route shares: Fastify's own parser (secure-json-parse), preceded by a
+ * nesting-depth limit (issue 11 finding 10: a body nested 2,000 deep overflowed the stack in
+ * recursive code after parsing). The depth scan is iterative, so hostile input never recurses, and
+ * it runs before JSON.parse and before anything walks the parsed value.
+ *
+ * Issue 11 finding 11: `__proto__` keys and `constructor.prototype` are removed while parsing
+ * instead of refusing the body (a client echoing such keys is not an attacker; nothing downstream
+ * can merge them into a prototype because they are gone), and an empty body is no body (`undefined`)
+ * even when Content-Type says JSON (DELETE/POST from clients that always send the header); routes
+ * that need a body then say which field is missing.
+ *
+ * Strings holding an unpaired UTF-16 surrogate (only a `\uD800`–`\uDFFF` escape can make one) are
+ * not Unicode text: no database can store them and no engine can speak them, so such a body is a
+ * 400 here instead of a 500 wherever the string would have gone.
  */
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../errors/app-error.js';
@@ -37,13 +47,14 @@ export function jsonNestsDeeperThan(text: string, maxDepth: number): boolean {
 
 /** Replaces the `application/json` parser with one that refuses bodies nested deeper than `maxDepth`. */
 export function registerJsonBodyParser(app: FastifyInstance, maxDepth = MAX_JSON_DEPTH): void {
-  const parseJson = app.getDefaultJsonParser(
-    app.initialConfig.onProtoPoisoning ?? 'error',
-    app.initialConfig.onConstructorPoisoning ?? 'error',
-  );
+  const parseJson = app.getDefaultJsonParser('remove', 'remove');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.length === 0) {
+      done(null, undefined);
+      return;
+    }
     if (jsonNestsDeeperThan(text, maxDepth)) {
       done(
         new AppError(
@@ -54,6 +65,40 @@ export function registerJsonBodyParser(app: FastifyInstance, maxDepth = MAX_JSON
       );
       return;
     }
-    void parseJson(request, text, done);
+    void parseJson(request, text, (err: Error | null, value?: unknown) => {
+      if (err === null && !wellFormedStrings(value)) {
+        done(
+          new AppError(
+            'VALIDATION_INVALID_FORMAT',
+            'request body holds a string with an unpaired UTF-16 surrogate (not Unicode text)',
+          ),
+          undefined,
+        );
+        return;
+      }
+      done(err, value);
+    });
   });
+}
+
+/** In unicode mode a surrogate pair is one code point, so only an unpaired surrogate is `Cs`. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** True when every string (keys included) in a parsed JSON value is well-formed Unicode; iterative. */
+export function wellFormedStrings(value: unknown): boolean {
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (typeof item === 'string') {
+      if (LONE_SURROGATE.test(item)) return false;
+    } else if (Array.isArray(item)) {
+      for (const child of item as unknown[]) pending.push(child); // no spread: arrays may be huge
+    } else if (item !== null && typeof item === 'object') {
+      for (const [key, child] of Object.entries(item)) {
+        if (LONE_SURROGATE.test(key)) return false;
+        pending.push(child);
+      }
+    }
+  }
+  return true;
 }

@@ -14,7 +14,8 @@ interface StoreFixture {
   name: string;
   /** Whether two app instances share counters (they do through Redis, never in process). */
   shared: boolean;
-  store(): RateLimitStore;
+  /** The store; `capacity` bounds the keys of an in-process store (Redis keys expire with their window). */
+  store(capacity?: number): RateLimitStore;
 }
 
 const redis = freshRedis();
@@ -24,7 +25,11 @@ after(async () => {
 });
 
 const fixtures: StoreFixture[] = [
-  { name: 'memory', shared: false, store: () => ({ kind: 'memory' }) },
+  {
+    name: 'memory',
+    shared: false,
+    store: (capacity) => (capacity === undefined ? { kind: 'memory' } : { kind: 'memory', capacity }),
+  },
   { name: 'redis', shared: true, store: () => ({ kind: 'redis', client, keyPrefix: redis.prefix }) },
 ];
 
@@ -66,6 +71,28 @@ for (const fixture of fixtures) {
         // Another key and another rule have counters of their own.
         assert.equal((await app.inject({ url: '/a', headers: { 'x-client': 'two' } })).statusCode, 200);
         assert.equal((await app.inject({ url: '/b', headers: { 'x-client': 'one' } })).statusCode, 200);
+      } finally {
+        await app.close();
+      }
+    });
+
+    // Issue 11 finding 7: @fastify/rate-limit's in-process LRU (5,000 keys) dropped live counters
+    // when requests came under many new keys, so everyone's budget started over.
+    it('a flood of new keys never resets the counter of another key', async () => {
+      const app = await appWith(fixture.store(50), `r${String(++rules)}`);
+      try {
+        const victim = { 'x-client': 'victim' };
+        for (let n = 0; n < 2; n++)
+          assert.equal((await app.inject({ url: '/a', headers: victim })).statusCode, 200);
+        for (let n = 0; n < 300; n++) {
+          const flood = await app.inject({ url: '/a', headers: { 'x-client': `flood-${String(n)}` } });
+          // Beyond an in-process store's capacity, newcomers are refused rather than counted.
+          assert.ok(flood.statusCode === 200 || (!fixture.shared && flood.statusCode === 429));
+        }
+        const third = await app.inject({ url: '/a', headers: victim });
+        assert.equal(third.statusCode, 200);
+        assert.equal(third.headers['x-ratelimit-remaining'], '0');
+        assert.equal((await app.inject({ url: '/a', headers: victim })).statusCode, 429);
       } finally {
         await app.close();
       }

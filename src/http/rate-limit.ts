@@ -1,15 +1,22 @@
 /**
  * The one rate-limit registration of the service (@fastify/rate-limit): a fixed window per key, a
  * 429 RATE_LIMIT_EXCEEDED with `Retry-After` beyond it, counted in process (embedded) or in Redis so
- * that every node of a scale-out cluster counts the same requests.
+ * that every node of a scale-out cluster counts the same requests. Keys are never multipliable by
+ * a client (issue 11 finding 7): a client address (IPv6 by /64) or an authenticated account, and the
+ * in-process store never evicts a live counter (src/http/rate-limit-store.memory.ts).
  */
-import rateLimit from '@fastify/rate-limit';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import rateLimit, { normalizeIP } from '@fastify/rate-limit';
+import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import type { Redis } from 'ioredis';
 import { AppError } from '../errors/app-error.js';
+import { memoryRateLimitStore } from './rate-limit-store.memory.js';
 
-/** Where counters live: this process, or a Redis server shared by every node. */
-export type RateLimitStore = { kind: 'memory' } | { kind: 'redis'; client: Redis; keyPrefix: string };
+/**
+ * Where counters live: this process (at most `capacity` live keys per rule, default 100,000), or a
+ * Redis server shared by every node (keys expire with their window).
+ */
+export type RateLimitStore =
+  { kind: 'memory'; capacity?: number } | { kind: 'redis'; client: Redis; keyPrefix: string };
 
 /** One limit: `max` requests per `windowMs` per key. */
 export interface RateLimitRule {
@@ -20,6 +27,14 @@ export interface RateLimitRule {
   keyGenerator: (request: FastifyRequest) => string;
 }
 
+/**
+ * The client's address as a rate-limit key: `request.ip` (the proxy's client when TRUST_PROXY names
+ * the proxy), IPv4-mapped IPv6 as IPv4, and IPv6 by its /64, which one client usually holds whole.
+ */
+export function clientAddressKey(request: FastifyRequest): string {
+  return `ip:${normalizeIP(request.ip)}`;
+}
+
 function rateLimitError(_request: FastifyRequest, context: { after: string; ttl: number }): AppError {
   const seconds = Math.max(1, Math.ceil(context.ttl / 1000));
   return new AppError('RATE_LIMIT_EXCEEDED', `rate limit exceeded, retry in ${context.after}`, {
@@ -27,7 +42,7 @@ function rateLimitError(_request: FastifyRequest, context: { after: string; ttl:
   });
 }
 
-/** Applies `rule` to every route of `scope` (an encapsulated plugin scope). */
+/** Applies `rule` to every route registered afterwards in `scope` (an encapsulated plugin scope). */
 export async function registerRateLimit(
   scope: FastifyInstance,
   rule: RateLimitRule,
@@ -39,9 +54,21 @@ export async function registerRateLimit(
     timeWindow: rule.windowMs,
     keyGenerator: rule.keyGenerator,
     errorResponseBuilder: rateLimitError,
-    ...(store.kind === 'redis' && {
-      redis: store.client,
-      nameSpace: `${store.keyPrefix}rate-limit:${rule.name}:`,
-    }),
+    ...(store.kind === 'redis'
+      ? { redis: store.client, nameSpace: `${store.keyPrefix}rate-limit:${rule.name}:` }
+      : { store: memoryRateLimitStore(store.capacity) }),
+  });
+}
+
+/**
+ * Adds `hook` to the onRequest hooks of every route registered afterwards in `scope`, after the
+ * rate limits registered before this call and before those registered after it. Rate limits are
+ * route-level hooks, which Fastify runs after every `addHook` hook: an authentication hook added
+ * with `addHook` would run (and refuse) before any limit could count the request.
+ */
+export function addRouteOnRequestHook(scope: FastifyInstance, hook: onRequestAsyncHookHandler): void {
+  scope.addHook('onRoute', (route) => {
+    const hooks = route.onRequest;
+    route.onRequest = hooks === undefined ? [hook] : [...(Array.isArray(hooks) ? hooks : [hooks]), hook];
   });
 }

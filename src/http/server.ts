@@ -1,51 +1,141 @@
 /**
  * The Fastify instance with the conventions every route shares: a UUID request id echoed in
- * X-Service-App-Request-Id on every response, the one error handler, 404 RESOURCE_NOT_FOUND for
- * unknown routes, and logs that never contain stream `auth` tokens or bearer keys.
+ * X-Service-App-Request-Id on every response, the one error handler (also for errors Fastify and
+ * Node's HTTP parser raise before a route runs), 404 RESOURCE_NOT_FOUND for unknown routes, and logs
+ * that never contain credentials or the data of database errors (src/http/log-redaction.ts).
+ * Slow clients are bounded (issue 11 finding 6): headers and the whole request must arrive in time,
+ * else 408; during shutdown, requests on open connections get 503 SYSTEM_SHUTTING_DOWN.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type { AppConfig } from '../config/config.js';
 import { AppError } from '../errors/app-error.js';
 import { decorateAccount } from './auth.js';
-import { handleError } from './error-handler.js';
+import {
+  answerClientError,
+  type ClientError,
+  expectationFailed,
+  handleError,
+  handleFrameworkError,
+  MAX_URL_LENGTH,
+  REQUEST_ID_HEADER,
+  uriTooLong,
+} from './error-handler.js';
 import { registerJsonBodyParser } from './json-body.js';
+import { redactUrl, scrubLogLine, serializeError } from './log-redaction.js';
 import { registerStorableParamsCheck } from './unstorable-params.js';
 
-export const REQUEST_ID_HEADER = 'X-Service-App-Request-Id';
+export { MAX_URL_LENGTH, REQUEST_ID_HEADER } from './error-handler.js';
+export { redactUrl } from './log-redaction.js';
 
-/** Removes the `auth` query parameter's value from a URL before it is logged. */
-export function redactUrl(url: string): string {
-  return url.replace(/([?&]auth=)[^&#]*/gi, '$1[redacted]');
+/** Idle keep-alive connections are closed after this; above the 60 s idle timeout of common load balancers, so they close first. */
+export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
+
+/** Seconds a client is asked to wait before retrying a request refused during shutdown. */
+const SHUTDOWN_RETRY_AFTER_S = 5;
+
+/**
+ * How often Node checks the headers and request deadlines of open connections (they are enforced
+ * only at these checks, so a deadline is exceeded by up to this much).
+ */
+function connectionsCheckingInterval(headersTimeoutMs: number): number {
+  return Math.max(25, Math.min(1_000, Math.floor(headersTimeoutMs / 4)));
 }
 
+/** Node answers an Expect it does not know with a bare 417 unless told (RFC 9110 §10.1.1). */
+const CONTINUE_EXPECTATION = /(?:^|\W)100-continue(?:$|\W)/i;
+
+function unmetExpectation(request: FastifyRequest): boolean {
+  const expect = request.headers.expect;
+  if (expect === undefined) return false;
+  const { httpVersionMajor, httpVersionMinor } = request.raw;
+  // HTTP/1.0 has no Expect; Node ignores it there too.
+  if (httpVersionMajor === 1 && httpVersionMinor === 0) return false;
+  return !CONTINUE_EXPECTATION.test(expect);
+}
+
+/** 503 for a request that arrives on an open connection while the server closes. */
+function shuttingDown(): AppError {
+  return new AppError('SYSTEM_SHUTTING_DOWN', 'the service is shutting down; retry the request', {
+    headers: { 'Retry-After': String(SHUTDOWN_RETRY_AFTER_S), connection: 'close' },
+  });
+}
+
+/**
+ * The Fastify instance. `logger`: `false` = no logging; absent or `true` = pino on stdout at
+ * config.logLevel; an options object (e.g. `{ level, stream }` in tests capturing lines) is used
+ * with the redacting serializers and line scrubber always applied on top.
+ */
 export function createHttpServer(
   config: AppConfig,
   logger?: FastifyServerOptions['logger'],
 ): FastifyInstance {
+  // Operator secrets that could reach a message (an engine echoing its key, a token in a URL).
+  const secrets = [config.adminToken, ...Object.values(config.remoteEngines).map((e) => e.apiKey)].filter(
+    (s): s is string => s !== undefined,
+  );
   const app = Fastify({
-    logger: logger ?? {
-      level: config.logLevel,
-      redact: ['req.headers.authorization'],
-      serializers: {
-        req: (req: { method: string; url: string; ip?: string }) => ({
-          method: req.method,
-          url: redactUrl(req.url),
-          ip: req.ip,
-        }),
-      },
-    },
+    logger:
+      logger === false
+        ? false
+        : {
+            level: config.logLevel,
+            ...(typeof logger === 'object' && logger),
+            redact: ['req.headers.authorization'],
+            serializers: {
+              req: (req: { method: string; url: string; ip?: string }) => ({
+                method: req.method,
+                url: redactUrl(req.url),
+                ip: req.ip,
+              }),
+              err: serializeError,
+            },
+            // The last word on every line, whatever a message or library put into it.
+            hooks: { streamWrite: (line: string) => scrubLogLine(line, secrets) },
+          },
     genReqId: () => randomUUID(),
     requestIdHeader: false,
     bodyLimit: config.limits.bodyBytes,
-    trustProxy: false,
-    return503OnClosing: true,
+    trustProxy: config.http.trustProxy.length > 0 ? config.http.trustProxy : false,
+    // Node counts the request timeout from the first byte until the request (headers and body) is
+    // received; a response may then take as long as it needs (a live stream for an hour).
+    requestTimeout: config.http.requestTimeoutMs,
+    http: {
+      // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 — answered by the onRequest hook
+      // below with the spec body and request id, not by Node's bare 400.
+      requireHostHeader: false,
+      headersTimeout: config.http.headersTimeoutMs,
+      connectionsCheckingInterval: connectionsCheckingInterval(config.http.headersTimeoutMs),
+    },
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    // No socket idle timeout: a live stream can be silent while it waits for the next piece.
+    connectionTimeout: 0,
+    // Answered by the onRequest hook below with the spec body instead of Fastify's own.
+    return503OnClosing: false,
+    frameworkErrors: handleFrameworkError,
+    // Node's parser errors (bad request line, 431, timeouts) happen before Fastify has a request.
+    clientErrorHandler: (err, socket) => {
+      answerClientError(app.log, err as unknown as ClientError, socket);
+    },
   });
+  // An unknown Expect: let the request through the usual pipeline, whose onRequest hook answers 417.
+  app.server.on('checkExpectation', (req, res) => app.routing(req, res));
   decorateAccount(app);
   registerJsonBodyParser(app);
   registerStorableParamsCheck(app);
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onRequest', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
+    // Fastify already set `Connection: close` on requests that arrive while it closes.
+    if (closing) throw shuttingDown();
+    if (request.raw.url !== undefined && request.raw.url.length > MAX_URL_LENGTH) throw uriTooLong();
+    if (unmetExpectation(request)) throw expectationFailed();
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      throw new AppError('VALIDATION_INVALID_FORMAT', 'an HTTP/1.1 request needs a Host header');
+    }
   });
   app.setErrorHandler(handleError);
   app.setNotFoundHandler(async (request) => {

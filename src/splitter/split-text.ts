@@ -30,7 +30,14 @@
  * - `marker` is the placeholder key or the whole bracket span (brackets included) that started the
  *   utterance — also for an unmatched bracket — and null for text before any marker.
  * - Each utterance gets its own shallow copy of the params.
+ *
+ * Cost (issue 11 finding 1): linear in the text plus the config, times the markers found for the
+ * per-marker work. The longest key at every position comes from one Aho–Corasick pass; the close
+ * characters' positions from one pass; a bracket's lookupTable entry from a tag index, not a scan of
+ * the table. `maxMarkers` stops the scan at the first marker past the bound, so a text cannot
+ * multiply per-marker work (binding params, matching tags) without limit.
  */
+import { AppError } from '../errors/app-error.js';
 import {
   isPlainRecord,
   placeholderEntries,
@@ -47,61 +54,261 @@ export interface Utterance {
   marker: string | null;
 }
 
-interface Mark {
-  open: string;
-  close: string;
+/** Bounds of one split; absent bounds are unbounded. */
+export interface SplitOptions {
+  /** Most markers (placeholder keys and bracket spans) the text may hold; one more is 400 VALIDATION_TOO_LONG. */
+  maxMarkers?: number;
 }
 
-interface CompiledEntry {
-  tags: TagElement[];
-  params: UtteranceParams;
+/** Longest placeholder key starting at each text position (0: none), from one right-to-left pass. */
+function longestKeyAt(text: string, keys: readonly string[]): Int32Array | null {
+  if (keys.length === 0) return null;
+  // Aho–Corasick over the reversed keys, fed the text backwards: a reversed key ending at position
+  // j of that stream is a key starting at j. Code units, as `startsWith` compares. Most trie nodes
+  // have one child, kept in two arrays; only branching nodes get a Map (a Map per node made the
+  // build dominate the split at 100k nodes).
+  const firstUnit: number[] = [-1];
+  const firstChild: number[] = [-1];
+  const moreChildren: Array<Map<number, number> | undefined> = [undefined];
+  const child = (node: number, unit: number): number | undefined =>
+    firstUnit[node] === unit ? firstChild[node] : moreChildren[node]?.get(unit);
+  const parent: number[] = [0];
+  const unitOf: number[] = [0];
+  const depth: number[] = [0];
+  const longest: number[] = [0];
+  for (const key of keys) {
+    let node = 0;
+    for (let j = key.length - 1; j >= 0; j--) {
+      const unit = key.charCodeAt(j);
+      let next = child(node, unit);
+      if (next === undefined) {
+        next = parent.length;
+        parent.push(node);
+        unitOf.push(unit);
+        depth.push((depth[node] as number) + 1);
+        longest.push(0);
+        firstUnit.push(-1);
+        firstChild.push(-1);
+        moreChildren.push(undefined);
+        if (firstChild[node] === -1) {
+          firstUnit[node] = unit;
+          firstChild[node] = next;
+        } else (moreChildren[node] ??= new Map()).set(unit, next);
+      }
+      node = next;
+    }
+    longest[node] = key.length;
+  }
+  const fail = new Int32Array(parent.length);
+  /** The state after `unit` from `state`, following failure links. */
+  const step = (state: number, unit: number): number => {
+    let next = child(state, unit);
+    while (next === undefined && state !== 0) {
+      state = fail[state] as number;
+      next = child(state, unit);
+    }
+    return next ?? 0;
+  };
+  // Breadth first: a node's failure link is shallower, so it is final before the node is reached.
+  const byDepth: number[][] = [];
+  for (let node = 1; node < parent.length; node++) (byDepth[depth[node] as number] ??= []).push(node);
+  for (const node of byDepth.flat()) {
+    const up = parent[node] as number;
+    if (up === 0) continue; // depth 1: fails to the root
+    fail[node] = step(fail[up] as number, unitOf[node] as number);
+    // A node that ends no key inherits the longest key ending at its failure node (a shorter suffix).
+    if (longest[node] === 0) longest[node] = longest[fail[node]] as number;
+  }
+  const out = new Int32Array(text.length);
+  let state = 0;
+  for (let j = text.length - 1; j >= 0; j--) {
+    state = step(state, text.charCodeAt(j));
+    out[j] = longest[state] as number;
+  }
+  return out;
 }
 
-/** Finds the next occurrence of each close string; the scan only moves forward, so results are reused (amortised linear). */
-class CloseFinder {
-  private readonly cache = new Map<string, { from: number; at: number }>();
+interface Span {
+  /** Where the close character starts (the inner text ends). */
+  at: number;
+  /** Just past the close character. */
+  end: number;
+  /** Position of the mark in splitterMarks: the tie-break between spans ending together. */
+  markIndex: number;
+}
 
-  constructor(private readonly text: string) {}
+/** The marks sharing one open character; the close each may end with, first mark first. */
+interface MarkGroup {
+  /** Close character → its first mark's index, in splitterMarks order. */
+  closes: Map<string, number>;
+  /** The last answer and the `from` it was computed for (see `spanFrom`). */
+  cachedFrom: number;
+  cached: Span | null;
+}
 
-  next(close: string, from: number): number {
-    const hit = this.cache.get(close);
-    // Valid while no unsearched gap exists: [hit.from, hit.at) is known to hold no close.
-    if (hit !== undefined && hit.from <= from && (hit.at === -1 || hit.at >= from)) return hit.at;
-    const at = this.text.indexOf(close, from);
-    this.cache.set(close, { from, at });
-    return at;
+/** Marks by open character, and the positions of every close character in the text (one pass). */
+class Brackets {
+  readonly groups = new Map<string, MarkGroup>();
+  private readonly closeAt = new Map<string, number[]>();
+  private readonly hasTwoUnitOpen: boolean;
+
+  constructor(
+    private readonly text: string,
+    config: SplitterConfig,
+  ) {
+    let markIndex = 0;
+    for (const mark of Array.isArray(config.splitterMarks) ? config.splitterMarks : []) {
+      if (typeof mark !== 'string') continue;
+      const chars = [...mark]; // code points, so `【】` and emoji pairs split correctly
+      if (chars.length !== 2 || chars[0] === undefined || chars[1] === undefined) continue;
+      const [open, close] = chars;
+      let group = this.groups.get(open);
+      if (group === undefined) {
+        group = { closes: new Map(), cachedFrom: -1, cached: null };
+        this.groups.set(open, group);
+      }
+      // A repeated (open, close) pair gives identical spans; the first mark already wins the tie.
+      if (!group.closes.has(close)) group.closes.set(close, markIndex);
+      this.closeAt.set(close, []);
+      markIndex++;
+    }
+    this.hasTwoUnitOpen = [...this.groups.keys()].some((open) => open.length === 2);
+    if (this.closeAt.size === 0) return;
+    const twoUnitCloses = [...this.closeAt.keys()].some((close) => close.length === 2);
+    for (let p = 0; p < text.length; p++) {
+      this.closeAt.get(text[p] as string)?.push(p);
+      if (twoUnitCloses && p + 1 < text.length) this.closeAt.get(text.slice(p, p + 2))?.push(p);
+    }
+  }
+
+  /** `text.indexOf(close, from)`, by binary search in the close's positions. */
+  private nextClose(close: string, from: number): number {
+    const positions = this.closeAt.get(close) as number[];
+    let lo = 0;
+    let hi = positions.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((positions[mid] as number) < from) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo < positions.length ? (positions[lo] as number) : -1;
+  }
+
+  /** The span of `group` whose inner text starts at `from` and that closes first (ties: the earlier mark). */
+  private spanFrom(group: MarkGroup, from: number): Span | null {
+    // Still the answer while its close lies ahead: every other close's next position only moves on.
+    if (
+      group.cachedFrom !== -1 &&
+      group.cachedFrom <= from &&
+      (group.cached === null || group.cached.at >= from)
+    )
+      return group.cached;
+    let best: Span | null = null;
+    for (const [close, markIndex] of group.closes) {
+      const at = this.nextClose(close, from);
+      if (at !== -1 && (best === null || at + close.length < best.end))
+        best = { at, end: at + close.length, markIndex };
+    }
+    group.cachedFrom = from;
+    group.cached = best;
+    return best;
+  }
+
+  /** The bracket span opening at `i` that closes first (ties: the earlier mark), with its open length. */
+  spanAt(i: number): (Span & { openLength: number }) | null {
+    let chosen: (Span & { openLength: number }) | null = null;
+    const consider = (open: string): void => {
+      const group = this.groups.get(open);
+      if (group === undefined) return;
+      const span = this.spanFrom(group, i + open.length);
+      if (
+        span !== null &&
+        (chosen === null ||
+          span.end < chosen.end ||
+          (span.end === chosen.end && span.markIndex < chosen.markIndex))
+      )
+        chosen = { ...span, openLength: open.length };
+    };
+    consider(this.text[i] as string);
+    if (this.hasTwoUnitOpen && i + 1 < this.text.length) consider(this.text.slice(i, i + 2));
+    return chosen;
   }
 }
 
-function compileMarks(config: SplitterConfig): Mark[] {
-  const marks: Mark[] = [];
-  for (const mark of Array.isArray(config.splitterMarks) ? config.splitterMarks : []) {
-    if (typeof mark !== 'string') continue;
-    const chars = [...mark]; // code points, so `【】` and emoji pairs split correctly
-    if (chars.length !== 2 || chars[0] === undefined || chars[1] === undefined) continue;
-    marks.push({ open: chars[0], close: chars[1] });
-  }
-  return marks;
-}
+/** The lookupTable indexed by tag: a bracket's entry is found from its own tags, not by scanning the table. */
+class LookupIndex {
+  private readonly params: UtteranceParams[] = [];
+  /** Tag → the first entry holding it as a single-tag element. */
+  private readonly firstSingle = new Map<string, number>();
+  /** Tag → the all-of elements holding it (element ids). */
+  private readonly allOfByTag = new Map<string, number[]>();
+  /** Per all-of element id: its entry and its number of distinct tags. */
+  private readonly allOfEntry: number[] = [];
+  private readonly allOfSize: number[] = [];
+  /** Per element id: tags of the current bracket seen so far, valid while `seenIn` holds the bracket's number. */
+  private hits = new Int32Array(0);
+  private seenIn = new Int32Array(0);
+  private bracket = 0;
+  /** Inner text → matched entry (-1: none); a text repeats its brackets, and each is then matched once. */
+  private readonly memo = new Map<string, number>();
 
-function compileEntries(config: SplitterConfig): CompiledEntry[] {
-  const table = config.lookupTable;
-  if (!isPlainRecord(table)) return [];
-  const entries: CompiledEntry[] = [];
-  for (const entry of Object.values(table)) {
-    if (!isPlainRecord(entry) || !Array.isArray(entry.tags)) continue;
-    const { tags, ...params } = entry as Record<string, unknown> & { tags: TagElement[] };
-    entries.push({ tags, params });
+  constructor(config: SplitterConfig) {
+    const table = config.lookupTable;
+    if (!isPlainRecord(table)) return;
+    for (const value of Object.values(table)) {
+      if (!isPlainRecord(value) || !Array.isArray(value.tags)) continue;
+      const { tags, ...params } = value as Record<string, unknown> & { tags: TagElement[] };
+      const entry = this.params.length;
+      this.params.push(params);
+      for (const element of tags) {
+        if (typeof element === 'string') {
+          if (!this.firstSingle.has(element)) this.firstSingle.set(element, entry);
+        } else if (Array.isArray(element) && element.length > 0) {
+          const distinct = new Set(element);
+          // The empty tag is never present (parseTags drops it), so such an element never matches.
+          if ([...distinct].some((tag) => typeof tag !== 'string' || tag === '')) continue;
+          const id = this.allOfEntry.length;
+          this.allOfEntry.push(entry);
+          this.allOfSize.push(distinct.size);
+          for (const tag of distinct) {
+            const holders = this.allOfByTag.get(tag);
+            if (holders === undefined) this.allOfByTag.set(tag, [id]);
+            else holders.push(id);
+          }
+        }
+      }
+    }
+    this.hits = new Int32Array(this.allOfEntry.length);
+    this.seenIn = new Int32Array(this.allOfEntry.length);
   }
-  return entries;
-}
 
-function entryMatches(entry: CompiledEntry, present: ReadonlySet<string>): boolean {
-  return entry.tags.some((element) =>
-    typeof element === 'string'
-      ? present.has(element)
-      : Array.isArray(element) && element.length > 0 && element.every((tag) => present.has(tag)),
-  );
+  /** The params of the first entry (declaration order) one of whose tags elements the bracket's `inner` text satisfies. */
+  match(inner: string): UtteranceParams | undefined {
+    let best = this.memo.get(inner);
+    if (best === undefined) {
+      best = this.firstMatch(new Set(parseTags(inner)));
+      this.memo.set(inner, best);
+    }
+    return best === -1 ? undefined : this.params[best];
+  }
+
+  private firstMatch(present: ReadonlySet<string>): number {
+    let best = Infinity;
+    const bracket = ++this.bracket;
+    for (const tag of present) {
+      const single = this.firstSingle.get(tag);
+      if (single !== undefined && single < best) best = single;
+      for (const id of this.allOfByTag.get(tag) ?? []) {
+        if (this.seenIn[id] !== bracket) {
+          this.seenIn[id] = bracket;
+          this.hits[id] = 0;
+        }
+        const entry = this.allOfEntry[id] as number;
+        if (++(this.hits[id] as number) === this.allOfSize[id] && entry < best) best = entry;
+      }
+    }
+    return best === Infinity ? -1 : best;
+  }
 }
 
 /** Splits a bracket's inner text into its tags: separators are `,`, `|` and whitespace; empty tags are dropped. */
@@ -109,28 +316,22 @@ export function parseTags(inner: string): string[] {
   return inner.split(/[,|\s]+/u).filter((tag) => tag !== '');
 }
 
-/** Splits `text` into utterances bound to params by the placeholders, bracket markers and fallback of `config`. */
-export function splitText(text: string, config: SplitterConfig): Utterance[] {
-  // Keys bucketed by first code unit, longest first, so each position checks only plausible keys.
-  const keysByFirst = new Map<string, string[]>();
-  const placeholderParams = new Map<string, UtteranceParams>();
-  for (const [key, params] of placeholderEntries(config)) {
-    placeholderParams.set(key, params);
-    const first = key[0] as string;
-    const bucket = keysByFirst.get(first);
-    if (bucket === undefined) keysByFirst.set(first, [key]);
-    else bucket.push(key);
-  }
-  for (const bucket of keysByFirst.values()) bucket.sort((a, b) => b.length - a.length);
-
-  const marks = compileMarks(config);
-  const entries = compileEntries(config);
+/**
+ * Splits `text` into utterances bound to params by the placeholders, bracket markers and fallback of
+ * `config`. Throws 400 VALIDATION_TOO_LONG when the text holds more than `options.maxMarkers` markers.
+ */
+export function splitText(text: string, config: SplitterConfig, options: SplitOptions = {}): Utterance[] {
+  const placeholderParams = new Map<string, UtteranceParams>(placeholderEntries(config));
+  const keyLengthAt = longestKeyAt(text, [...placeholderParams.keys()]);
+  const brackets = new Brackets(text, config);
+  const lookup = new LookupIndex(config);
   const fallback = isPlainRecord(config.fallbackConfig) ? (config.fallbackConfig as UtteranceParams) : null;
-  const closes = new CloseFinder(text);
+  const maxMarkers = options.maxMarkers ?? Infinity;
 
   const utterances: Utterance[] = [];
   let inForce: UtteranceParams | null = fallback === null ? null : { ...fallback };
   let marker: string | null = null;
+  let markers = 0;
   let segmentStart = 0;
 
   const flush = (end: number): void => {
@@ -138,41 +339,36 @@ export function splitText(text: string, config: SplitterConfig): Utterance[] {
     if (inForce !== null && spoken !== '') utterances.push({ text: spoken, params: { ...inForce }, marker });
   };
   const bind = (own: UtteranceParams): UtteranceParams => ({ ...inForce, ...own });
+  const countMarker = (): void => {
+    if (++markers > maxMarkers)
+      throw new AppError(
+        'VALIDATION_TOO_LONG',
+        `text holds more than ${maxMarkers} markers (placeholder keys and bracket spans); at most ${maxMarkers} are allowed`,
+      );
+  };
 
   let i = 0;
   while (i < text.length) {
-    const key = keysByFirst.get(text[i] as string)?.find((k) => text.startsWith(k, i));
-    if (key !== undefined) {
+    const keyLength = keyLengthAt?.[i] ?? 0;
+    if (keyLength > 0) {
+      countMarker();
       flush(i);
+      const key = text.slice(i, i + keyLength);
       inForce = bind(placeholderParams.get(key) as UtteranceParams);
       marker = key;
-      i += key.length;
+      i += keyLength;
       segmentStart = i;
       continue;
     }
-
-    // The chosen span: inner text [innerStart, innerEnd), whole span [i, spanEnd).
-    let innerStart = -1;
-    let innerEnd = -1;
-    let spanEnd = -1;
-    for (const { open, close } of marks) {
-      if (!text.startsWith(open, i)) continue;
-      const at = closes.next(close, i + open.length);
-      if (at !== -1 && (spanEnd === -1 || at + close.length < spanEnd)) {
-        innerStart = i + open.length;
-        innerEnd = at;
-        spanEnd = at + close.length;
-      }
-    }
-    if (spanEnd !== -1) {
+    const span = brackets.groups.size === 0 ? null : brackets.spanAt(i);
+    if (span !== null) {
+      countMarker();
       flush(i);
-      const span = text.slice(i, spanEnd);
-      const present = new Set(parseTags(text.slice(innerStart, innerEnd)));
-      const match = entries.find((entry) => entryMatches(entry, present));
-      if (match !== undefined) inForce = bind(match.params);
+      const match = lookup.match(text.slice(i + span.openLength, span.at));
+      if (match !== undefined) inForce = bind(match);
       else inForce = fallback === null ? null : { ...fallback };
-      marker = span;
-      i = spanEnd;
+      marker = text.slice(i, span.end);
+      i = span.end;
       segmentStart = i;
       continue;
     }

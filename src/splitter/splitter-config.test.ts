@@ -1,7 +1,12 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { AppError } from '../errors/app-error.js';
-import { validateSplitterConfig } from './splitter-config.js';
+import {
+  checkSplitterConfigBounds,
+  SPLITTER_CONFIG_BOUNDS as BOUNDS,
+  validateSplitterConfig,
+  type SplitterConfig,
+} from './splitter-config.js';
 
 const voice = { voiceId: 'v1' };
 
@@ -266,4 +271,83 @@ void describe('validateSplitterConfig', () => {
     assert.throws(() => validateSplitterConfig({ splitterMarks: ['x'], '': {} }), /splitterMarks\[0\]/);
     assert.throws(() => validateSplitterConfig({ '': {}, splitterMarks: ['x'] }), /empty key/);
   });
+});
+
+/** `count` placeholders named by `name(i)`, each with `params`. */
+function placeholders(count: number, name: (i: number) => string, params: object = voice): SplitterConfig {
+  return Object.fromEntries(Array.from({ length: count }, (_, i) => [name(i), params]));
+}
+
+/** `count` lookupTable entries with `tagsOf(i)`, plus a fallback. */
+function lookup(count: number, tagsOf: (i: number) => unknown[]): SplitterConfig {
+  const table = Object.fromEntries(Array.from({ length: count }, (_, i) => [`e${i}`, { tags: tagsOf(i) }]));
+  return { lookupTable: table, fallbackConfig: voice } as SplitterConfig;
+}
+
+/** Parameter objects naming `count` distinct parameters in all (voiceId included). */
+function paramNames(count: number): SplitterConfig {
+  const params: Record<string, unknown> = { voiceId: 'v' };
+  for (let i = 1; i < count; i++) params[`p${i}`] = 1;
+  return { '<A>': params };
+}
+
+/** Issue 11 finding 1: each bound with the largest config it allows and one step past it. */
+const boundCases: Array<{ name: string; within: SplitterConfig; beyond: SplitterConfig; error: RegExp }> = [
+  {
+    name: 'placeholder keys',
+    within: placeholders(BOUNDS.placeholderKeys, (i) => `<${i}>`),
+    beyond: placeholders(BOUNDS.placeholderKeys + 1, (i) => `<${i}>`),
+    error: /^config has 1001 placeholder keys; at most 1000 are allowed$/,
+  },
+  {
+    name: 'placeholder key length',
+    within: { ['k'.repeat(BOUNDS.placeholderKeyLength)]: voice },
+    beyond: { ['k'.repeat(BOUNDS.placeholderKeyLength + 1)]: voice },
+    error: /^placeholder key "k{20}…" has 101 characters; at most 100 are allowed$/,
+  },
+  {
+    name: 'splitterMarks',
+    within: { splitterMarks: Array.from({ length: BOUNDS.splitterMarks }, () => '[]') },
+    beyond: { splitterMarks: Array.from({ length: BOUNDS.splitterMarks + 1 }, () => '[]') },
+    error: /^splitterMarks has 65 entries; at most 64 are allowed$/,
+  },
+  {
+    name: 'lookupTable entries',
+    within: lookup(BOUNDS.lookupTableEntries, (i) => [`t${i}`]),
+    beyond: lookup(BOUNDS.lookupTableEntries + 1, (i) => [`t${i}`]),
+    error: /^lookupTable has 501 entries; at most 500 are allowed$/,
+  },
+  {
+    name: 'lookupTable tags, counting each tag of an all-of element',
+    within: lookup(BOUNDS.lookupTableEntries, (i) => [`a${i}`, [`b${i}`, `c${i}`, `d${i}`]]),
+    beyond: lookup(BOUNDS.lookupTableEntries, (i) =>
+      i === 0 ? ['x', ['a', 'b', 'c', 'd']] : ['a', ['b', 'c', 'd']],
+    ),
+    error: /^lookupTable has 2001 tags across its entries; at most 2000 are allowed$/,
+  },
+  {
+    name: 'distinct parameter names (tags is not one)',
+    within: paramNames(BOUNDS.parameterNames),
+    beyond: paramNames(BOUNDS.parameterNames + 1),
+    error: /^config has more than 64 distinct parameter names; at most 64 are allowed$/,
+  },
+  {
+    name: 'JSON values',
+    within: { '<A>': { voiceId: 'v', emo: Array.from({ length: BOUNDS.values - 4 }, () => 0) } },
+    beyond: { '<A>': { voiceId: 'v', emo: Array.from({ length: BOUNDS.values - 3 }, () => 0) } },
+    error: /^config has more than 10000 JSON values; at most 10000 are allowed$/,
+  },
+];
+
+void describe('checkSplitterConfigBounds', () => {
+  for (const { name, within, beyond, error } of boundCases) {
+    void test(`${name}: at the bound passes, one past it is TTS_SPLITTER_INVALID naming field and bound`, () => {
+      checkSplitterConfigBounds(validateSplitterConfig(within));
+      const valid = validateSplitterConfig(beyond); // the bounds are beyond the spec's rules
+      assert.throws(
+        () => checkSplitterConfigBounds(valid),
+        (e: unknown) => e instanceof AppError && e.code === 'TTS_SPLITTER_INVALID' && error.test(e.message),
+      );
+    });
+  }
 });

@@ -175,6 +175,88 @@ function validateStorableValues(config: Record<string, unknown>): void {
   }
 }
 
+/**
+ * Bounds on a splitter config beyond the spec (issue 11 finding 1), far above any real dialogue
+ * script: with them and SPLITTER_MAX_MARKERS one split costs at most a few milliseconds.
+ */
+export const SPLITTER_CONFIG_BOUNDS = {
+  /** Placeholder keys (every key but the three reserved ones). */
+  placeholderKeys: 1000,
+  /** Characters (UTF-16 code units) of one placeholder key. */
+  placeholderKeyLength: 100,
+  /** Entries of splitterMarks: each open character found in a text is checked against its marks. */
+  splitterMarks: 64,
+  lookupTableEntries: 500,
+  /** Tag strings across every lookupTable entry's tags. */
+  lookupTableTags: 2000,
+  /** Distinct parameter names across placeholders, lookupTable entries and fallbackConfig: the params in force, copied at every marker, hold at most this many keys. */
+  parameterNames: 64,
+  /** JSON values (objects, arrays, strings, numbers, …) in the whole config. */
+  values: 10_000,
+} as const;
+
+function overBound(field: string, count: number | string, unit: string, bound: number): never {
+  invalid(`${field} has ${count} ${unit}; at most ${bound} are allowed`);
+}
+
+/**
+ * Refuses a config beyond SPLITTER_CONFIG_BOUNDS with 400 TTS_SPLITTER_INVALID naming the field and
+ * the bound. Run on create/update and before every split, not when a saved row is loaded, so a
+ * splitter saved before the bounds still lists and reads (and is refused only when used).
+ */
+export function checkSplitterConfigBounds(config: SplitterConfig): void {
+  const b = SPLITTER_CONFIG_BOUNDS;
+  const keys = placeholderEntries(config).map(([key]) => key);
+  if (keys.length > b.placeholderKeys)
+    overBound('config', keys.length, 'placeholder keys', b.placeholderKeys);
+  const long = keys.find((key) => key.length > b.placeholderKeyLength);
+  if (long !== undefined)
+    overBound(
+      `placeholder key ${JSON.stringify(`${long.slice(0, 20)}…`)}`,
+      long.length,
+      'characters',
+      b.placeholderKeyLength,
+    );
+  const marks = Array.isArray(config.splitterMarks) ? config.splitterMarks.length : 0;
+  if (marks > b.splitterMarks) overBound('splitterMarks', marks, 'entries', b.splitterMarks);
+  const table = isPlainRecord(config.lookupTable) ? Object.values(config.lookupTable) : [];
+  if (table.length > b.lookupTableEntries)
+    overBound('lookupTable', table.length, 'entries', b.lookupTableEntries);
+  // The lookupTable's `tags` selects an entry and is not a parameter.
+  const names = new Set<string>();
+  const paramSets: Array<[params: unknown, skip: string | null]> = [
+    ...placeholderEntries(config).map(([, params]): [unknown, null] => [params, null]),
+    ...table.map((entry): [unknown, string] => [entry, 'tags']),
+    [config.fallbackConfig, null],
+  ];
+  for (const [params, skip] of paramSets) {
+    for (const name of isPlainRecord(params) ? Object.keys(params) : []) {
+      if (name !== skip) names.add(name);
+      if (names.size > b.parameterNames)
+        overBound('config', `more than ${b.parameterNames}`, 'distinct parameter names', b.parameterNames);
+    }
+  }
+  let tags = 0;
+  for (const entry of table) {
+    for (const element of isPlainRecord(entry) && Array.isArray(entry.tags) ? (entry.tags as unknown[]) : [])
+      tags += Array.isArray(element) ? element.length : 1;
+  }
+  if (tags > b.lookupTableTags) overBound('lookupTable', tags, 'tags across its entries', b.lookupTableTags);
+  // Iterative count that stops at the bound: no recursion, no full walk of a huge config.
+  let values = 0;
+  const pending: unknown[] = [config];
+  while (pending.length > 0) {
+    const value = pending.pop();
+    if (++values > b.values) overBound('config', `more than ${b.values}`, 'JSON values', b.values);
+    const children = Array.isArray(value)
+      ? (value as unknown[])
+      : isPlainRecord(value)
+        ? Object.values(value)
+        : [];
+    for (const child of children) pending.push(child);
+  }
+}
+
 /** Deep-copies plain objects and arrays in key order; `defineProperty` keeps a `__proto__` key an ordinary key. */
 export function cloneJson<T>(value: T): T {
   if (Array.isArray(value)) return value.map((v: unknown) => cloneJson(v)) as T;

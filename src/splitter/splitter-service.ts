@@ -2,6 +2,8 @@
  * Saved splitter configurations (spec 4.3, decisions §7): create with full validation, list, get,
  * diff-update (re-validated; an invalid result leaves the stored row untouched), delete, and
  * loading a saved config for generation (corrupt stored JSON → TTS_SPLITTER_METADATA_INVALID).
+ * Create and update also enforce SPLITTER_CONFIG_BOUNDS (issue 11 finding 1); loading does not, so
+ * a row saved before the bounds stays readable.
  */
 import { randomUUID } from 'node:crypto';
 import { pageSchema } from '../common/paging.js';
@@ -9,7 +11,7 @@ import { AppError, errors } from '../errors/app-error.js';
 import { CONTROL_CHARACTER_MESSAGE, controlCharacterIndex, parseInput } from '../errors/validation.js';
 import type { SplitterRow } from '../storage/schema.js';
 import { mergeConfigDiff } from './merge-config.js';
-import { validateSplitterConfig, type SplitterConfig } from './splitter-config.js';
+import { checkSplitterConfigBounds, validateSplitterConfig, type SplitterConfig } from './splitter-config.js';
 import type { SplitterStore } from './splitter-store.js';
 
 /** The public representation of a splitter configuration (spec 2.3). */
@@ -33,6 +35,7 @@ export class SplitterService {
     const name = this.validateName(input.name);
     if (input.config === undefined) throw errors.missingField('config');
     const config = validateSplitterConfig(input.config);
+    checkSplitterConfigBounds(config);
     const now = new Date();
     const row: SplitterRow = {
       id: randomUUID(),
@@ -78,6 +81,7 @@ export class SplitterService {
       config = validateSplitterConfig(
         mergeConfigDiff(current.config, input.config as Record<string, unknown>),
       );
+      checkSplitterConfigBounds(config);
     }
     const updatedAt = new Date();
     const changed = await this.store.update(accountId, id, row.config, {

@@ -1,7 +1,7 @@
 /** BlobStore on the local file system under a root folder (DATA_DIR/blobs by default). */
 import { randomUUID } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { constants, createReadStream, createWriteStream } from 'node:fs';
+import { access, mkdir, readdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -12,6 +12,7 @@ import {
   type BlobInfo,
   type BlobStore,
 } from './blob-store.js';
+import { storageUnavailable } from './storage-errors.js';
 
 /** Name prefix of a file being written (keys cannot start with a dot, so none is ever a blob). */
 const TMP_PREFIX = '.tmp-';
@@ -57,8 +58,15 @@ export class FsBlobStore implements BlobStore {
       await rename(tmp, path);
     } catch (err) {
       if (!(body instanceof Uint8Array)) body.destroy();
-      await rm(tmp, { force: true });
-      throw err;
+      // On a read-only disk even this fails (EROFS, not ENOENT): the write's error is the one to report.
+      await rm(tmp, { force: true }).catch(() => undefined);
+      // A full or read-only disk is 503 STORAGE_UNAVAILABLE, not a 500 (the errno stays the cause).
+      // Node's recursive mkdir reports ENOENT on a read-only file system: access(W_OK) says EROFS.
+      throw (
+        storageUnavailable(err) ??
+        storageUnavailable(await access(this.root, constants.W_OK).catch((e: unknown) => e)) ??
+        err
+      );
     }
     const info = await this.stat(key);
     if (!info) throw new Error(`blob ${key} vanished after write`);

@@ -126,6 +126,7 @@ function taskRow(accountId: string, createdAt: Date, values: Partial<TaskRow> = 
     created_at: createdAt,
     updated_at: createdAt,
     generated_at: null,
+    cancel_reason: null,
     ...values,
   };
 }

@@ -30,6 +30,10 @@ export async function openPostgresDatabase(options: PostgresDatabaseOptions): Pr
   // An idle connection the server dropped (restart, failover) is removed by the pool and replaced on the
   // next query; without a listener its 'error' event would crash the process.
   pool.on('error', () => undefined);
+  // A checked-out connection (between the statements of a transaction) that the server terminates
+  // emits 'error' on the client itself, which the pool does not listen to while it is lent out; the
+  // statement in flight or the next one fails and reports it, so the event itself is not needed.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   try {
     await migrateUnderAdvisoryLock(db, options.migrationLockTimeoutMs ?? DEFAULT_MIGRATION_LOCK_TIMEOUT_MS);

@@ -75,6 +75,8 @@ export interface TasksTable {
   created_at: Timestamp;
   updated_at: Timestamp;
   generated_at: Timestamp | null;
+  /** Why cancellation was asked for (shown as the task's error); null = never asked. */
+  cancel_reason: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface TaskContentsTable {
@@ -93,6 +95,14 @@ export interface TaskContentsTable {
   generated_at: Timestamp | null;
 }
 
+/** Characters of the tasks an account had accepted on one UTC day (the daily characters quota). */
+export interface AccountDailyUsageTable {
+  account_id: string;
+  /** UTC day, 'YYYY-MM-DD'. */
+  day: string;
+  characters: ColumnType<string | number, number, number>;
+}
+
 export interface Database {
   tasks: TasksTable;
   task_contents: TaskContentsTable;
@@ -100,6 +110,7 @@ export interface Database {
   api_keys: ApiKeysTable;
   voices: VoicesTable;
   splitters: SplittersTable;
+  account_daily_usage: AccountDailyUsageTable;
 }
 
 export type AccountRow = Selectable<AccountsTable>;

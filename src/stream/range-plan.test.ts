@@ -4,8 +4,11 @@ import {
   bodyWindow,
   contentLength,
   contentRangeHeader,
+  evaluatePreconditions,
+  parseHttpDate,
   planHeaders,
   planRange,
+  preconditionFailed,
   rangeNotSatisfiable,
   resolveRangePlan,
   type GrowingResource,
@@ -364,5 +367,243 @@ void describe('resolveRangePlan', () => {
       live,
     );
     assert.equal(r.waits, 0);
+  });
+});
+
+// ---- Conditional requests (issue 11 finding 14, RFC 9110 §13.2.2): 412 → 304 → If-Range → 416 → 206.
+
+const notModified = (finished: boolean): RangePlan => ({
+  kind: 'not-modified',
+  status: 304,
+  etag: ETAG,
+  finished,
+});
+const failed: RangePlan = { kind: 'precondition-failed', status: 412, etag: ETAG };
+
+/** If-Match values and whether each holds for ETAG (strong comparison; `*` holds; unparsable fails). */
+const IF_MATCH: [label: string, value: string | undefined, holds: boolean][] = [
+  ['absent', undefined, true],
+  ['match', ETAG, true],
+  ['match in a list', `"a", ${ETAG}`, true],
+  ['star', '*', true],
+  ['mismatch', '"other"', false],
+  ['weak same tag (never matches If-Match)', `W/${ETAG}`, false],
+  ['unparsable', 's1-abc', false],
+];
+/** If-None-Match values and whether each matches ETAG (weak comparison; `*` matches; unparsable does not). */
+const IF_NONE_MATCH: [label: string, value: string | undefined, matches: boolean][] = [
+  ['absent', undefined, false],
+  ['match', ETAG, true],
+  ['weak same tag (weak comparison)', `W/${ETAG}`, true],
+  ['match in a list', `W/"a", ${ETAG}`, true],
+  ['star', '*', true],
+  ['mismatch', '"other"', false],
+  ['unparsable', `${ETAG}, *`, false],
+];
+/** Range situations and the plan each gives once the preconditions pass, per session state. */
+const RANGES: [label: string, req: Req, unfinished: RangePlan, finished: RangePlan][] = [
+  ['no Range', {}, live, full(1000)],
+  ['satisfiable closed Range', { rangeHeader: 'bytes=0-9' }, partial(0, 9, '*'), partial(0, 9, 1000)],
+  ['closed Range beyond produced', { rangeHeader: 'bytes=5000-5999' }, wait(6000), unsatisfiable(1000)],
+  ['open Range beyond the end', { rangeHeader: 'bytes=5000-' }, live, unsatisfiable(1000)],
+  ['If-Range mismatch + Range', { rangeHeader: 'bytes=0-9', ifRangeHeader: '"other"' }, live, full(1000)],
+  [
+    'If-Range match + Range',
+    { rangeHeader: 'bytes=0-9', ifRangeHeader: ETAG },
+    partial(0, 9, '*'),
+    partial(0, 9, 1000),
+  ],
+];
+
+void describe('planRange: preconditions before If-Range and Range (every combination)', () => {
+  for (const [stateName, state] of [
+    ['unfinished', U],
+    ['finished', F],
+  ] as const) {
+    for (const method of ['GET', 'HEAD'] as const) {
+      void test(`${stateName} ${method}`, () => {
+        for (const [imLabel, ifMatchHeader, holds] of IF_MATCH) {
+          for (const [inmLabel, ifNoneMatchHeader, matches] of IF_NONE_MATCH) {
+            for (const [rangeLabel, req, unfinished, finished] of RANGES) {
+              let expected: RangePlan = state.finalSize === null ? unfinished : finished;
+              // HEAD never waits: a closed range not yet produced gets the live 200 headers.
+              if (method === 'HEAD' && expected.kind === 'wait') expected = live;
+              if (matches) expected = notModified(state.finalSize !== null);
+              if (!holds) expected = failed;
+              const plan = planRange({
+                method,
+                etag: ETAG,
+                ...state,
+                ...req,
+                ifMatchHeader,
+                ifNoneMatchHeader,
+              });
+              assert.deepEqual(
+                plan,
+                expected,
+                `If-Match ${imLabel}, If-None-Match ${inmLabel}, ${rangeLabel}`,
+              );
+            }
+          }
+        }
+      });
+    }
+  }
+});
+
+const MODIFIED = new Date(Date.UTC(2024, 4, 10, 12, 0, 0, 700)); // sent as "Fri, 10 May 2024 12:00:00 GMT"
+const AT = 'Fri, 10 May 2024 12:00:00 GMT';
+const BEFORE = 'Fri, 10 May 2024 11:59:59 GMT';
+const AFTER = 'Fri, 10 May 2024 12:00:01 GMT';
+
+void describe('planRange: date preconditions (finished audio with Last-Modified)', () => {
+  const base = { method: 'GET' as const, etag: ETAG, ...F, lastModified: MODIFIED };
+  const cases: [name: string, req: Partial<RangePlanInput>, expected: RangePlan][] = [
+    [
+      'If-Unmodified-Since at Last-Modified (sub-second ignored)',
+      { ifUnmodifiedSinceHeader: AT },
+      full(1000),
+    ],
+    ['If-Unmodified-Since after', { ifUnmodifiedSinceHeader: AFTER }, full(1000)],
+    ['If-Unmodified-Since before → 412', { ifUnmodifiedSinceHeader: BEFORE }, failed],
+    ['If-Unmodified-Since not a date → ignored', { ifUnmodifiedSinceHeader: 'yesterday' }, full(1000)],
+    [
+      'If-Match wins over If-Unmodified-Since',
+      { ifMatchHeader: ETAG, ifUnmodifiedSinceHeader: BEFORE },
+      full(1000),
+    ],
+    ['If-Modified-Since at Last-Modified → 304', { ifModifiedSinceHeader: AT }, notModified(true)],
+    ['If-Modified-Since after → 304', { ifModifiedSinceHeader: AFTER }, notModified(true)],
+    ['If-Modified-Since before → 200', { ifModifiedSinceHeader: BEFORE }, full(1000)],
+    ['If-Modified-Since not a date → ignored', { ifModifiedSinceHeader: '0' }, full(1000)],
+    [
+      'If-None-Match mismatch wins over If-Modified-Since',
+      { ifNoneMatchHeader: '"x"', ifModifiedSinceHeader: AT },
+      full(1000),
+    ],
+    [
+      'If-None-Match match with an old If-Modified-Since',
+      { ifNoneMatchHeader: ETAG, ifModifiedSinceHeader: BEFORE },
+      notModified(true),
+    ],
+    ['412 before 304', { ifUnmodifiedSinceHeader: BEFORE, ifModifiedSinceHeader: AT }, failed],
+    ['304 before 416', { ifModifiedSinceHeader: AT, rangeHeader: 'bytes=5000-' }, notModified(true)],
+    [
+      'If-Modified-Since before + Range → 206',
+      { ifModifiedSinceHeader: BEFORE, rangeHeader: 'bytes=0-9' },
+      partial(0, 9, 1000),
+    ],
+  ];
+  for (const [name, req, expected] of cases) {
+    void test(name, () => assert.deepEqual(planRange({ ...base, ...req }), expected));
+  }
+  void test('without Last-Modified (live sessions) date conditions are ignored', () => {
+    const live0 = { method: 'GET' as const, etag: ETAG, ...U };
+    assert.deepEqual(planRange({ ...live0, ifModifiedSinceHeader: AFTER }), live);
+    assert.deepEqual(planRange({ ...live0, ifUnmodifiedSinceHeader: BEFORE }), live);
+  });
+});
+
+void describe('evaluatePreconditions: entity-tag lists', () => {
+  const cases: [header: string, matchesForIfNoneMatch: boolean, holdsForIfMatch: boolean][] = [
+    [ETAG, true, true],
+    [` ${ETAG} `, true, true],
+    [`"a",${ETAG}`, true, true],
+    [`"a" , , ${ETAG} ,`, true, true],
+    [`"a,b", ${ETAG}`, true, true], // a comma inside an opaque-tag is not a separator
+    ['"s1-abc", "x"', true, true],
+    [`W/${ETAG}`, true, false],
+    [`W/"a", W/${ETAG}`, true, false],
+    ['*', true, true],
+    [' * ', true, true],
+    ['"other"', false, false],
+    ['""', false, false],
+    [`w/${ETAG}`, false, false], // W/ is case-sensitive: unparsable
+    [`${ETAG}, *`, false, false], // * only alone
+    ['s1-abc', false, false], // unquoted
+    [`${ETAG} "x"`, false, false], // missing comma
+    [`"s1-abc`, false, false], // unterminated
+    ['', false, false],
+    [',', false, false],
+    ['"a\x01"', false, false], // control character in an opaque-tag
+  ];
+  for (const [header, matches, holds] of cases) {
+    void test(JSON.stringify(header), () => {
+      assert.equal(
+        evaluatePreconditions({ ifNoneMatchHeader: header }, { etag: ETAG }),
+        matches ? 'not-modified' : 'pass',
+      );
+      assert.equal(
+        evaluatePreconditions({ ifMatchHeader: header }, { etag: ETAG }),
+        holds ? 'pass' : 'precondition-failed',
+      );
+    });
+  }
+
+  void test('a representation whose tag is not fixed yet: only * matches', () => {
+    const unbuilt = { etag: null };
+    assert.equal(evaluatePreconditions({ ifMatchHeader: '*' }, unbuilt), 'pass');
+    assert.equal(evaluatePreconditions({ ifMatchHeader: ETAG }, unbuilt), 'precondition-failed');
+    assert.equal(evaluatePreconditions({ ifNoneMatchHeader: '*' }, unbuilt), 'not-modified');
+    assert.equal(evaluatePreconditions({ ifNoneMatchHeader: ETAG }, unbuilt), 'pass');
+    assert.equal(evaluatePreconditions({}, unbuilt), 'pass');
+  });
+});
+
+void describe('parseHttpDate (RFC 9110 §5.6.7)', () => {
+  const now = new Date(Date.UTC(2025, 0, 1));
+  const expected = Date.UTC(1994, 10, 6, 8, 49, 37);
+  const cases: [string, number | null][] = [
+    ['Sun, 06 Nov 1994 08:49:37 GMT', expected], // IMF-fixdate
+    ['Sunday, 06-Nov-94 08:49:37 GMT', expected], // obsolete RFC 850
+    ['Sun Nov  6 08:49:37 1994', expected], // ANSI C asctime()
+    ['Saturday, 06-Nov-60 08:49:37 GMT', Date.UTC(2060, 10, 6, 8, 49, 37)], // within 50 years ahead
+    ['Thursday, 06-Nov-80 08:49:37 GMT', Date.UTC(1980, 10, 6, 8, 49, 37)], // more than 50 ahead → past
+    [' Sun, 06 Nov 1994 08:49:37 GMT ', expected],
+    ['Sun, 06 Nov 1994 08:49:37 UTC', null],
+    ['Sun, 6 Nov 1994 08:49:37 GMT', null],
+    ['Sun, 31 Feb 1994 08:49:37 GMT', null],
+    ['Sun, 06 Nov 1994 24:00:00 GMT', null],
+    ['Sun, 06 Nov 1994 08:49:60 GMT', null],
+    ['Sun, 06 Nov 0094 08:49:37 GMT', null],
+    ['sun, 06 nov 1994 08:49:37 gmt', null],
+    ['1994-11-06T08:49:37Z', null],
+    ['784111777', null],
+    ['', null],
+  ];
+  for (const [value, ms] of cases) {
+    void test(JSON.stringify(value), () => assert.equal(parseHttpDate(value, now), ms));
+  }
+});
+
+void describe('304 and 412 plans', () => {
+  void test('headers, length, window', () => {
+    const nm = { kind: 'not-modified', status: 304, etag: ETAG, finished: true } as const;
+    assert.deepEqual(planHeaders(nm), { ETag: ETAG });
+    assert.equal(contentLength(nm), undefined);
+    assert.equal(contentRangeHeader(nm), undefined);
+    assert.equal(bodyWindow(nm), null);
+    const pf = { kind: 'precondition-failed', status: 412, etag: ETAG } as const;
+    assert.deepEqual(planHeaders(pf), {});
+    assert.equal(bodyWindow(pf), null);
+  });
+
+  void test('preconditionFailed is a 412 AppError', () => {
+    const err = preconditionFailed();
+    assert.equal(err.code, 'PRECONDITION_FAILED');
+    assert.equal(err.status, 412);
+    assert.equal(err.reportable, false);
+  });
+
+  void test('resolveRangePlan answers 304/412 without waiting for a closed range', async () => {
+    const r = new FakeResource();
+    const req = { method: 'GET' as const, etag: ETAG, rangeHeader: 'bytes=100-199' };
+    assert.deepEqual(await resolveRangePlan({ ...req, ifNoneMatchHeader: ETAG }, r), notModified(false));
+    assert.deepEqual(await resolveRangePlan({ ...req, ifMatchHeader: '"x"' }, r), failed);
+    assert.equal(r.waits, 0);
+    // If-Match holds: the closed range waits as without it.
+    const p = resolveRangePlan({ ...req, ifMatchHeader: ETAG }, r);
+    r.grow(200);
+    assert.deepEqual(await p, partial(100, 199, '*'));
   });
 });

@@ -26,6 +26,7 @@ import {
   type StreamRequest,
   type StreamResponse,
   type StreamService,
+  type StreamSessionBounds,
 } from './stream-service.js';
 
 const pool = createEncoderPool({ size: 1 });
@@ -90,8 +91,9 @@ class Fixture {
     };
   }
 
-  start(idleReclaimMs = 60_000): StreamService {
+  start(idleReclaimMs = 60_000, bounds?: StreamSessionBounds): StreamService {
     this.service = createStreamService({
+      bounds,
       tasks: this.tasks,
       pieces: this.store,
       encoders: pool,
@@ -105,9 +107,11 @@ class Fixture {
     id: string,
     intervals: readonly number[],
     status: StreamTaskView['status'] = 'processing',
+    accountId = 'account-1',
   ): StreamTaskView {
     const view: StreamTaskView = {
       id,
+      accountId,
       status,
       authToken: `token-${id}`,
       audioUrl: null,
@@ -328,7 +332,9 @@ describe('stream sessions', () => {
       'window restarted on detach',
     );
     await sleep(400);
-    assert.notEqual((await fx.request('t5', { method: 'HEAD' })).headers.ETag, first.headers.ETag);
+    const rebuilt = await fx.request('t5');
+    assert.notEqual(rebuilt.headers.ETag, first.headers.ETag);
+    await collect(body(rebuilt));
     assert.equal(fx.service.pipelineRuns(), 2);
   });
 
@@ -424,8 +430,9 @@ describe('stream sessions', () => {
     fx.addTask('t9', [0.5, 0.5]);
     const pieces = [sine(0.5, 440), sine(0.7, 550)];
     await fx.generate('t9', pieces);
-    const a = await fx.request('t9', { method: 'HEAD' });
-    const b = await fx.request('t9', { method: 'HEAD', i: 'player-2' });
+    const a = await fx.request('t9');
+    const b = await fx.request('t9', { i: 'player-2' });
+    await Promise.all([collect(body(a)), collect(body(b))]);
     const a2 = await fx.request('t9', { method: 'HEAD', query: { i: '' } });
     assert.notEqual(a.headers.ETag, b.headers.ETag);
     assert.equal(a.headers.ETag, a2.headers.ETag, 'empty i = absent i');
@@ -481,5 +488,108 @@ describe('stream sessions', () => {
       `memory grew by ${String(growth)} bytes (heap ${String(after.heapUsed - before.heapUsed)}, buffers ${String(after.arrayBuffers - before.arrayBuffers)}) while 2.4 MB were read past the slow reader`,
     );
     slow.destroy();
+  });
+});
+
+describe('bounded sessions (issue 11 finding 2)', () => {
+  const unbounded: StreamSessionBounds = { maxPerTask: 0, maxPerAccount: 0, cacheBudgetBytes: 0 };
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), 'stream-bounds-'));
+    fx = new Fixture(root);
+  });
+  afterEach(async () => {
+    await fx.service.close();
+    await rm(root, { recursive: true, force: true });
+  });
+
+  /** Files in the run's cache directory (one per live session build). */
+  async function cacheFiles(): Promise<number> {
+    const runs = await readdir(join(root, 'stream-cache'));
+    let n = 0;
+    for (const run of runs) n += (await readdir(join(root, 'stream-cache', run))).length;
+    return n;
+  }
+
+  test('HEAD never starts a pipeline: 100 distinct i values → 0 runs, 0 cache files', async () => {
+    fx.start(60_000, unbounded);
+    fx.addTask('h1', [0.5]);
+    for (let n = 0; n < 100; n++) {
+      const head = await fx.request('h1', { method: 'HEAD', i: `probe-${String(n)}` });
+      assert.equal(head.status, 200);
+      assert.equal(head.body, null);
+      assert.equal(head.headers['Transfer-Encoding'], 'chunked');
+      assert.equal(head.headers.ETag, undefined, 'no build, no ETag');
+    }
+    assert.equal(fx.service.pipelineRuns(), 0);
+    assert.equal(await cacheFiles(), 0);
+    // A HEAD after a GET answers from that GET's session.
+    await fx.generate('h1', [sine(0.3, 440)]);
+    const get = await fx.request('h1', { i: 'player' });
+    await collect(body(get));
+    const head = await fx.request('h1', { method: 'HEAD', i: 'player' });
+    assert.equal(head.headers.ETag, get.headers.ETag);
+    assert.equal(fx.service.pipelineRuns(), 1);
+  });
+
+  test('per task: idle sessions are evicted for new ones; all in use → 429 with Retry-After', async () => {
+    fx.start(60_000, { ...unbounded, maxPerTask: 2 });
+    fx.addTask('p1', [0.5]);
+    await fx.generate('p1', [sine(0.3, 440)]);
+    // Two idle sessions, then a third: the least recently used one goes.
+    for (const i of ['a', 'b', 'c']) await collect(body(await fx.request('p1', { i })));
+    assert.equal(fx.service.pipelineRuns(), 3);
+    assert.equal(await cacheFiles(), 2, 'the oldest idle session was evicted');
+    // Sessions in use are never evicted: hold two readers, the third key is refused.
+    const held = [await fx.request('p1', { i: 'b' }), await fx.request('p1', { i: 'c' })];
+    await assert.rejects(fx.request('p1', { i: 'd' }), (err: unknown) => {
+      assert.ok(isAppError(err));
+      assert.equal(err.code, 'RATE_LIMIT_EXCEEDED');
+      assert.equal(err.status, 429);
+      assert.match(err.headers['Retry-After'] ?? '', /^\d+$/);
+      return true;
+    });
+    for (const r of held) await collect(body(r));
+    // Readers gone: the next new key fits again.
+    await collect(body(await fx.request('p1', { i: 'd' })));
+    // Another task of the same account is not limited by p1's sessions.
+    fx.addTask('p2', [0.5]);
+    await fx.generate('p2', [sine(0.3, 440)]);
+    await collect(body(await fx.request('p2', { i: 'a' })));
+  });
+
+  test('per account: a second account is never limited by the first', async () => {
+    fx.start(60_000, { ...unbounded, maxPerAccount: 2 });
+    for (const id of ['x1', 'x2', 'x3']) {
+      fx.addTask(id, [0.5], 'processing', 'hostile');
+      await fx.generate(id, [sine(0.3, 440)]);
+    }
+    fx.addTask('y1', [0.5], 'processing', 'other');
+    await fx.generate('y1', [sine(0.3, 440)]);
+    const held = [await fx.request('x1'), await fx.request('x2')];
+    await assertAppError(fx.request('x3'), 'RATE_LIMIT_EXCEEDED');
+    const other = await fx.request('y1');
+    assert.equal(other.status, 200);
+    await collect(body(other));
+    for (const r of held) await collect(body(r));
+  });
+
+  test('cache budget: idle sessions are evicted first; when all are in use → 503 STREAM_CAPACITY_EXHAUSTED', async () => {
+    fx.start(60_000, { ...unbounded, cacheBudgetBytes: 30_000 });
+    fx.addTask('b1', [0.5]);
+    await fx.generate('b1', [sine(1, 440)]); // ≈ 40 kB of MP3: one finished session exceeds the budget
+    await collect(body(await fx.request('b1', { i: 'one' })));
+    await collect(body(await fx.request('b1', { i: 'two' })));
+    assert.equal(await cacheFiles(), 1, 'the idle session over budget was evicted for the new one');
+    const held = await fx.request('b1', { i: 'two' });
+    await assert.rejects(fx.request('b1', { i: 'three' }), (err: unknown) => {
+      assert.ok(isAppError(err));
+      assert.equal(err.code, 'STREAM_CAPACITY_EXHAUSTED');
+      assert.equal(err.status, 503);
+      assert.ok(err.headers['Retry-After'] !== undefined);
+      return true;
+    });
+    await collect(body(held));
+    await collect(body(await fx.request('b1', { i: 'three' })));
+    assert.equal(await cacheFiles(), 1);
   });
 });

@@ -14,9 +14,12 @@ import { runCacheDir } from './cache-dir.js';
 import { contentDispositionFromQuery } from './content-disposition.js';
 import {
   bodyWindow,
+  evaluatePreconditions,
   planHeaders,
+  preconditionFailed,
   rangeNotSatisfiable,
   resolveRangePlan,
+  type ConditionalHeaders,
   type ResponsePlan,
 } from './range-plan.js';
 import { SessionRegistry, type SessionLease } from './session-registry.js';
@@ -43,6 +46,15 @@ export interface StreamServiceOptions {
   idleReclaimMs: number;
   /** Scale-out: this node's place in the cluster; absent on a single node. */
   cluster?: StreamCluster | undefined;
+  /** Bounds of the live sessions of this node (per task, per account, cache bytes); absent = unbounded. */
+  bounds?: StreamSessionBounds | undefined;
+}
+
+/** How many live sessions a node keeps and how much disk their caches may use (0 = unbounded). */
+export interface StreamSessionBounds {
+  maxPerTask: number;
+  maxPerAccount: number;
+  cacheBudgetBytes: number;
 }
 
 /** A node of a scale-out cluster: its URL, the session ownership leases and the relay to other nodes. */
@@ -55,8 +67,8 @@ export interface StreamCluster {
   retryAfterSeconds: number;
 }
 
-/** A stream.mp3 request as the HTTP layer hands it over. */
-export interface StreamRequest {
+/** A stream.mp3 request as the HTTP layer hands it over (with its If-Match / If-None-Match, RFC 9110 §13). */
+export interface StreamRequest extends ConditionalHeaders {
   method: 'GET' | 'HEAD';
   taskId: string;
   /** The raw `{contentIndex}` path segment for the per-content endpoint; undefined for the whole task. */
@@ -96,6 +108,8 @@ export interface StreamService {
   pipelineRuns(): number;
   /** Sessions relayed from other nodes since the service was created (scale-out). */
   relayRuns(): number;
+  /** Live sessions on this node now (fault tests check none is left behind). */
+  liveSessions(): number;
   /** Destroys every session (pipelines aborted, cache files deleted, timers cleared). */
   close(): Promise<void>;
 }
@@ -122,6 +136,11 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
       },
     );
   });
+}
+
+/** The registry key of a session: task, content (null = the whole task) and `i` (spec §2.2). */
+function sessionKey(taskId: string, contentIndex: number | null, i: string): string {
+  return JSON.stringify([taskId, contentIndex, i]);
 }
 
 /** Creates the stream service; call close() on shutdown. */
@@ -166,7 +185,11 @@ class DefaultStreamService implements StreamService {
 
   private sessions(): Promise<SessionRegistry> {
     this.registry ??= this.dir.ready().then((dir) => {
-      this.registryNow = new SessionRegistry({ dir, idleReclaimMs: this.options.idleReclaimMs });
+      this.registryNow = new SessionRegistry({
+        dir,
+        idleReclaimMs: this.options.idleReclaimMs,
+        ...this.options.bounds,
+      });
       return this.registryNow;
     });
     return this.registry;
@@ -178,6 +201,10 @@ class DefaultStreamService implements StreamService {
 
   relayRuns(): number {
     return this.registryNow?.relayRuns ?? 0;
+  }
+
+  liveSessions(): number {
+    return this.registryNow?.size ?? 0;
   }
 
   async close(): Promise<void> {
@@ -242,7 +269,34 @@ class DefaultStreamService implements StreamService {
       contentIndex = piece.idx;
     }
     request.signal.throwIfAborted();
-    const { session, release } = await this.openSession(task, contentIndex, i, request.relayed);
+    const key = sessionKey(task.id, contentIndex, i);
+    // Issue 11 finding 14: `If-None-Match: *` matches whatever build a request would start, so with
+    // no session for the key the 304 is answered without starting a pipeline that nobody reads
+    // (other tags are decided against the build's ETag below, which a relayed build shares).
+    if (
+      (await this.sessions()).peek(key) === undefined &&
+      evaluatePreconditions(request, { etag: null }) === 'not-modified'
+    ) {
+      return { status: 304, headers: { 'Cache-Control': 'no-store' }, body: null };
+    }
+    // HEAD reads nothing: it never starts a pipeline or a relay (issue 11 finding 2). With no
+    // session for its key it answers the live headers a GET would get, without the ETag of a
+    // build that does not exist yet (RFC 9110 §9.3.2 lets HEAD omit what only the content fixes).
+    const lease =
+      request.method === 'HEAD'
+        ? (await this.sessions()).openExisting(key)
+        : await this.openSession(task, contentIndex, i, request.relayed);
+    if (lease === undefined) {
+      const headers: Record<string, string> = {
+        'Content-Type': MP3,
+        'Accept-Ranges': 'bytes',
+        'Cache-Control': 'no-store',
+        'Transfer-Encoding': 'chunked',
+      };
+      if (disposition !== undefined) headers['Content-Disposition'] = disposition;
+      return { status: 200, headers, body: null };
+    }
+    const { session, release } = lease;
     try {
       const etag = await untilAborted(session.etag, request.signal);
       // Waits (GET with a closed range only) until the range exists or the session ends; a
@@ -252,11 +306,21 @@ class DefaultStreamService implements StreamService {
           method: request.method,
           rangeHeader: request.rangeHeader,
           ifRangeHeader: request.ifRangeHeader,
+          ifMatchHeader: request.ifMatchHeader,
+          ifNoneMatchHeader: request.ifNoneMatchHeader,
           etag,
         },
         session.cache,
         request.signal,
       );
+      // RFC 9110 §13.2.2: 412 and 304 come before If-Range and Range (the planner never waits for them).
+      if (plan.kind === 'precondition-failed') throw preconditionFailed();
+      if (plan.kind === 'not-modified') {
+        release();
+        // §15.4.5: no body; the ETag and the Cache-Control a 200 of this session would carry.
+        const cache = plan.finished ? 'private, no-cache' : 'no-store';
+        return { status: 304, headers: { ...planHeaders(plan), 'Cache-Control': cache }, body: null };
+      }
       if (plan.kind === 'unsatisfiable') throw rangeNotSatisfiable(plan);
       const headers: Record<string, string> = {
         'Content-Type': MP3,
@@ -313,7 +377,7 @@ class DefaultStreamService implements StreamService {
   ): Promise<SessionLease> {
     const registry = await this.sessions();
     if (this.closed) throw new AppError('SYSTEM_INTERNAL_ERROR', 'the stream service is shutting down');
-    const key = JSON.stringify([task.id, contentIndex, i]);
+    const key = sessionKey(task.id, contentIndex, i);
     let pipeline: PipelineFactory;
     if (contentIndex === null) {
       const pieces = task.pieces.map(({ idx, interval }) => ({ idx, interval }));
@@ -322,7 +386,7 @@ class DefaultStreamService implements StreamService {
       pipeline = (signal) => contentAudio(this.deps, task.id, contentIndex, signal);
     }
     const { source, kind } = this.sourceFor(key, task, { contentIndex, sessionId: i }, pipeline, relayed);
-    return registry.open(key, source, kind);
+    return registry.open(key, source, kind, { taskId: task.id, accountId: task.accountId });
   }
 
   /**

@@ -65,6 +65,8 @@ export class StreamSession {
   /** Settles (never rejects) once the pipeline has ended, whichever way. */
   readonly pipelineDone: Promise<void>;
   private leases = 0;
+  /** When the last lease went (creation time before the first); null while leased. */
+  private idleSinceMs: number | null = Date.now();
   private idleTimer: NodeJS.Timeout | undefined;
   private readonly controller = new AbortController();
   /** Set once the owner stopped handing the session out; the last lease then destroys it. */
@@ -95,6 +97,11 @@ export class StreamSession {
     return this.leases;
   }
 
+  /** Since when no request holds the session (ms since the epoch); null while one does. */
+  get idleSince(): number | null {
+    return this.idleSinceMs;
+  }
+
   /** True once destroy() started: the cache file is gone or going. */
   get isDestroyed(): boolean {
     return this.destroying !== null;
@@ -107,6 +114,7 @@ export class StreamSession {
   acquire(): () => void {
     if (this.destroying !== null) throw new Error('stream session is destroyed');
     this.leases++;
+    this.idleSinceMs = null;
     this.clearIdleTimer();
     let released = false;
     return () => {
@@ -114,6 +122,7 @@ export class StreamSession {
       released = true;
       this.leases--;
       if (this.leases > 0) return;
+      this.idleSinceMs = Date.now();
       if (this.retired) void this.destroy();
       else this.armIdleTimer();
     };

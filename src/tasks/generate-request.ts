@@ -12,7 +12,7 @@ import {
   storableString,
 } from '../errors/validation.js';
 import type { SplitterConfig } from '../splitter/splitter-config.js';
-import { validateSplitterConfig } from '../splitter/splitter-config.js';
+import { checkSplitterConfigBounds, validateSplitterConfig } from '../splitter/splitter-config.js';
 import { splitText } from '../splitter/split-text.js';
 
 /**
@@ -68,6 +68,8 @@ export interface ParsedGenerateRequest {
 export interface GenerateLimits {
   textLength: number;
   contents: number;
+  /** Most markers a splitter-mode text may hold (SPLITTER_MAX_MARKERS, issue 11 finding 1). */
+  splitterMarkers: number;
 }
 
 /** Loads a saved splitter's config for the caller (404 / 500 METADATA_INVALID come from there). */
@@ -104,13 +106,18 @@ function parseSplitterText(body: Record<string, unknown>, limits: GenerateLimits
   return body.text;
 }
 
-/** Splits `text` with `config` into content pieces, each with the marker that started it; explains an empty result. */
+/**
+ * Splits `text` with `config` into content pieces, each with the marker that started it; explains an
+ * empty result. The config's bounds are checked here, for inline and saved configs alike, and the
+ * split stops at the first marker past the limit: the work of one request is bounded (finding 1).
+ */
 function splitterPieces(
   text: string,
   config: SplitterConfig,
   limits: GenerateLimits,
 ): { piece: PieceInput; marker: string | null }[] {
-  const utterances = splitText(text, config);
+  checkSplitterConfigBounds(config);
+  const utterances = splitText(text, config, { maxMarkers: limits.splitterMarkers });
   if (utterances.length === 0) {
     throw new AppError(
       'TTS_TEXT_EMPTY',

@@ -6,6 +6,9 @@
  *  - gets the MP3 bytes directly (`direct_stream`, or the GET form), encoded by its own encoder
  *    from the piece's PCM while the piece is being synthesised, so audio starts before the piece
  *    is finished.
+ * A task that has not started (no generation slot became free: every slot busy, or the account at
+ * its concurrency limit) within `startTimeoutMs` is cancelled and the caller gets 503
+ * NO_WORKER_AVAILABLE with Retry-After (issue 11 finding 3), instead of waiting without bound.
  * No HTTP here: the routes live in src/http/routes/simple-generate.routes.ts.
  */
 import type { Readable } from 'node:stream';
@@ -58,6 +61,8 @@ export interface OneShotDeps {
    * stream session, so the bytes come from whichever node generates the task.
    */
   contentAudio(taskId: string, contentIndex: number, signal: AbortSignal): Promise<Readable>;
+  /** How long the task may stay pending before the synthesis is cancelled with a 503. */
+  startTimeoutMs: number;
 }
 
 /** Fields of the content item whose query-string values are numbers. */
@@ -144,6 +149,7 @@ export class OneShotService {
     withStream: boolean,
     signal: AbortSignal,
   ): Promise<OneShotResult> {
+    await this.started(accountId, task.id, signal);
     const done = await this.waitUntil(accountId, task.id, finished, signal);
     const audio = done.metadata.audio;
     if (done.status !== 'generated' || audio === undefined) throw this.failure(done);
@@ -171,7 +177,7 @@ export class OneShotService {
     let first: IteratorResult<Uint8Array>;
     try {
       // Once a worker holds the task, its content session is built where the piece is synthesised.
-      const claimed = await this.waitUntil(accountId, task.id, (t) => t.status !== 'pending', signal);
+      const claimed = await this.started(accountId, task.id, signal);
       if (claimed.status === 'failed') throw this.failure(claimed);
       bytes = await this.deps.contentAudio(task.id, 0, signal);
       mp3 = (bytes as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
@@ -188,6 +194,32 @@ export class OneShotService {
       for (let next = await rest.next(); next.done !== true; next = await rest.next()) yield next.value;
     }
     return { info, body: withReturn(body(), rest) };
+  }
+
+  /**
+   * Resolves with the task once a worker has claimed it (or it failed). When that takes longer
+   * than `startTimeoutMs`, cancels the task and throws 503 NO_WORKER_AVAILABLE with Retry-After.
+   */
+  private async started(accountId: string, taskId: string, signal: AbortSignal): Promise<TaskDetailView> {
+    const { startTimeoutMs, tasks } = this.deps;
+    const timeout = AbortSignal.timeout(startTimeoutMs);
+    const claimed = (t: TaskDetailView): boolean => t.status !== 'pending';
+    try {
+      return await this.waitUntil(accountId, taskId, claimed, AbortSignal.any([signal, timeout]));
+    } catch (err) {
+      if (signal.aborted || !timeout.aborted) throw err;
+    }
+    const seconds = Math.max(1, Math.ceil(startTimeoutMs / 1000));
+    const now = await tasks.get(accountId, taskId);
+    if (claimed(now)) return now; // started at the last moment
+    await tasks
+      .cancel(accountId, taskId, `cancelled: no generation slot became free within ${seconds} s`)
+      .catch(() => undefined);
+    throw new AppError(
+      'NO_WORKER_AVAILABLE',
+      `no generation slot became free within ${seconds} s; the synthesis was cancelled, retry later`,
+      { headers: { 'Retry-After': String(seconds) } },
+    );
   }
 
   private async authToken(taskId: string): Promise<string> {

@@ -104,6 +104,10 @@ export class PieceAudioStore implements PieceAudioSource {
       }
       if (opened !== undefined) {
         subscription.abort();
+        // Consumers iterate the reader later (the encoder takes a piece once the previous one is
+        // done): an abort before then destroys it with an 'error' event nobody listens to yet,
+        // which would be an uncaughtException. Iteration still reports the error.
+        opened.on('error', () => undefined);
         return opened;
       }
       await change;

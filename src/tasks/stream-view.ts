@@ -14,6 +14,8 @@ export interface StreamPieceView {
 
 export interface StreamTaskView {
   id: string;
+  /** The account owning the task: stream sessions are bounded per account. */
+  accountId: string;
   status: TaskStatus;
   /** The task's static stream token (the `auth` query parameter). */
   authToken: string;

@@ -13,6 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { freshPostgresDatabase } from '../../test/helpers/servers.js';
 import { createEncoderPool, type EncoderPool } from '../audio/encoder-pool.js';
 import type { SpeechEngine } from '../audio/engines/engine.js';
+import { AppError } from '../errors/app-error.js';
 import { FsBlobStore } from '../storage/blob-store.fs.js';
 import { openDatabase, type DatabaseHandle } from '../storage/database.js';
 import type { TaskRow, TaskStatus } from '../storage/schema.js';
@@ -54,6 +55,7 @@ async function insertTask(
     created_at: now,
     updated_at: now,
     generated_at: null,
+    cancel_reason: null,
   };
   await new TaskStore(handle.db).insert({
     task,
@@ -303,6 +305,26 @@ void describe('TaskRunner under leases', () => {
     assert.equal(row?.error, null);
     assert.deepEqual(await pieceOf(store, 'taken-over'), { status: 'pending', samples: null });
     assert.deepEqual(logged, [{ level: 'warn', msg: 'generation lease lost' }]);
+  });
+
+  void test('abort(taskId) stops the in-flight engine call at once, fails the task with the reason and frees the slot', async () => {
+    await insertTask(handle, 'to-cancel', { status: 'pending' });
+    await insertTask(handle, 'next-in-line', { status: 'pending', createdAt: new Date(Date.now() + 1000) });
+    await runner.start();
+    await engine.started; // the engine call of 'to-cancel' is waiting (gated, never released here)
+    assert.equal(runner.abort('next-in-line', new Error('not running here')), false);
+    assert.equal(
+      runner.abort('to-cancel', new AppError('TTS_GENERATE_FAILED', 'cancelled by the user')),
+      true,
+    );
+    await until(async () => (await store.get('to-cancel'))?.status === 'failed', 'the task is failed');
+    const row = await store.get('to-cancel');
+    assert.equal(row?.error, 'cancelled by the user');
+    assert.equal((await pieceOf(store, 'to-cancel')).status, 'failed');
+    // The one slot (concurrency 1) is free: the next task is delivered to the engine.
+    await until(() => engine.calls === 2, 'the next task reached the engine');
+    assert.equal(runner.abort('to-cancel', new Error('again')), false);
+    assert.deepEqual(logged, []);
   });
 
   void test(`a task delivered after ${MAX_ATTEMPTS} interrupted attempts is failed without generating`, async () => {

@@ -18,10 +18,27 @@
  *   complete it; the next worker (another node, or this one after restart) gets it first.
  * The fencing token of a lease is a fresh random UUID, not BullMQ's lock token (a worker reuses
  * its lock token for the next job it fetches right after a `WaitingError`).
+ *
+ * Fairness across accounts (issue 11 finding 3). The open-source BullMQ has no fair groups, so a
+ * job's BullMQ priority is the task's position among its account's unfinished tasks (counted in
+ * PostgreSQL when it is queued, bounded by the queued-tasks quota): every account's first task
+ * comes before any account's second, so an account flooding the queue delays another account's
+ * single task by at most the deliveries already running. Equal priorities are FIFO. A delivery the
+ * runner answers ACCOUNT_BUSY (the account is at its cluster-wide concurrency limit, enforced by the
+ * database claim) is moved to the delayed set for `busyRetryMs` and then competes again with its
+ * priority; meanwhile the worker takes other jobs.
  */
 import { randomUUID } from 'node:crypto';
-import { Queue, WaitingError, Worker, type Job } from 'bullmq';
-import { LeaseLostError, QueueClosingError, type TaskHandler, type TaskQueue } from './task-queue.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DelayedError, Queue, WaitingError, Worker, type Job } from 'bullmq';
+import {
+  ACCOUNT_BUSY,
+  LeaseLostError,
+  QueueClosingError,
+  type QueuedTask,
+  type TaskHandler,
+  type TaskQueue,
+} from './task-queue.js';
 
 /** What `BullmqTaskQueue` needs. */
 export interface BullmqTaskQueueOptions {
@@ -35,7 +52,12 @@ export interface BullmqTaskQueueOptions {
   onError: (err: Error) => void;
   /** BullMQ queue name; defaults to `generation`. */
   queueName?: string;
+  /** How long a delivery handed back ACCOUNT_BUSY waits before it is delivered again (default 1 s). */
+  busyRetryMs?: number;
 }
+
+/** BullMQ's lowest priority (highest number). */
+const LOWEST_PRIORITY = 2_097_152;
 
 const JOB_NAME = 'generate';
 
@@ -87,11 +109,24 @@ export class BullmqTaskQueue implements TaskQueue {
     this.queue.on('error', (err) => this.report(err));
   }
 
-  async enqueue(taskIds: readonly string[]): Promise<void> {
-    if (taskIds.length === 0) return;
+  async enqueue(tasks: readonly QueuedTask[]): Promise<void> {
+    if (tasks.length === 0) return;
+    const unique = new Map(tasks.map((task) => [task.taskId, task]));
     await this.queue.addBulk(
-      [...new Set(taskIds)].map((id) => ({ name: JOB_NAME, data: {}, opts: { jobId: id } })),
+      [...unique.values()].map(({ taskId, accountId, position }) => ({
+        name: JOB_NAME,
+        data: { accountId },
+        opts: {
+          jobId: taskId,
+          priority: Math.min(LOWEST_PRIORITY, Math.max(1, Math.floor(position))),
+        },
+      })),
     );
+  }
+
+  async remove(taskId: string): Promise<void> {
+    // Refused (0) while a worker holds the job's lock: the runner cancels a running task itself.
+    await this.queue.remove(taskId);
   }
 
   async start(handler: TaskHandler, concurrency: number): Promise<void> {
@@ -147,12 +182,16 @@ export class BullmqTaskQueue implements TaskQueue {
     this.closed = true;
     clearInterval(this.watchdog);
     for (const delivery of this.deliveries.values()) delivery.controller.abort(new QueueClosingError());
-    try {
-      // Waits for the running processors, which hand their jobs back (see process()).
-      await this.worker?.close();
-    } finally {
-      await this.queue.close();
+    // Waits for the running processors, which hand their jobs back (see process()). With Redis
+    // down or still reconnecting BullMQ's close can wait for ever: past CLOSE_GRACE_MS the
+    // connections are dropped, so a node always stops (its jobs' locks
+    // expire and other nodes take them, as after a crash).
+    const worker = this.worker;
+    if (worker !== undefined) {
+      // (A second close(true) would return BullMQ's pending close: drop the connections instead.)
+      await closeWithin(worker.close(), CLOSE_GRACE_MS, () => forceCloseWorker(worker));
     }
+    await closeWithin(this.queue.close(), CLOSE_GRACE_MS, () => this.queue.disconnect());
   }
 
   /** The worker's processor: one delivery of one job. */
@@ -166,8 +205,9 @@ export class BullmqTaskQueue implements TaskQueue {
     const delivery: Delivery = { controller: new AbortController(), confirmedAt: Date.now() };
     this.deliveries.set(taskId, delivery);
     this.counted.add(job);
+    let outcome: Awaited<ReturnType<TaskHandler>> = undefined;
     try {
-      await handler({ taskId, token: randomUUID(), signal: delivery.controller.signal });
+      outcome = await handler({ taskId, token: randomUUID(), signal: delivery.controller.signal });
     } catch {
       // The handler reports its own errors; the delivery is over either way.
     } finally {
@@ -177,7 +217,20 @@ export class BullmqTaskQueue implements TaskQueue {
     if (reason instanceof QueueClosingError) return this.handBack(job, lockToken);
     // Not ours any more: completing it would fail on the lock anyway; the stalled check hands it on.
     if (reason instanceof LeaseLostError) throw new WaitingError();
+    if (outcome === ACCOUNT_BUSY) return this.delay(job, lockToken);
     // Returning completes the job, which removes it: the task can be queued again.
+  }
+
+  /** Hands a job back for `busyRetryMs` (its account is at its concurrency limit); it keeps its priority. */
+  private async delay(job: Job, lockToken: string): Promise<never> {
+    try {
+      await job.moveToDelayed(Date.now() + (this.options.busyRetryMs ?? 1000), lockToken);
+    } catch (err) {
+      // Lock already lost: the stalled check will put it back instead.
+      this.report(err);
+      throw new WaitingError();
+    }
+    throw new DelayedError();
   }
 
   /** Puts an interrupted job back in the wait list, at the front, and tells BullMQ it was moved. */
@@ -201,5 +254,45 @@ export class BullmqTaskQueue implements TaskQueue {
     } catch {
       // onError must not throw; if it does, there is nowhere left to report to.
     }
+  }
+}
+
+/**
+ * Drops a worker whose graceful close is stuck. BullMQ's close() first waits for its main loop,
+ * which waits for ever on a blocking connection that cannot reconnect; the lock manager it would
+ * close afterwards keeps re-arming its renewal timer, which would keep the process alive. So the
+ * connections are dropped and the lock manager (not part of BullMQ's typed API) is closed here.
+ */
+async function forceCloseWorker(worker: Worker): Promise<void> {
+  const internals = worker as unknown as { lockManager?: { close?: () => Promise<void> } };
+  await internals.lockManager?.close?.();
+  await worker.disconnect();
+}
+
+/** How long close() waits for BullMQ's graceful close before it forces it. */
+const CLOSE_GRACE_MS = 10_000;
+
+/**
+ * Waits for `closing` at most `ms`; past that starts `force` and waits for it at most `ms` too
+ * (it may hang as well with the server gone). Never throws: a close that failed leaves nothing to do.
+ */
+async function closeWithin(closing: Promise<void>, ms: number, force: () => Promise<void>): Promise<void> {
+  const settled = (p: Promise<void>) =>
+    p.then(
+      () => true,
+      () => true,
+    );
+  const timer = new AbortController();
+  const expiry = sleep(ms, false, { signal: timer.signal }).catch(() => false);
+  try {
+    if (await Promise.race([settled(closing), expiry])) return;
+  } finally {
+    timer.abort();
+  }
+  const again = new AbortController();
+  try {
+    await Promise.race([settled(force()), sleep(ms, false, { signal: again.signal }).catch(() => false)]);
+  } finally {
+    again.abort();
   }
 }

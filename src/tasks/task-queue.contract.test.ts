@@ -15,8 +15,10 @@ import { freshRedis } from '../../test/helpers/servers.js';
 import { BullmqTaskQueue } from './task-queue.bullmq.js';
 import { MemoryTaskQueue } from './task-queue.memory.js';
 import {
+  ACCOUNT_BUSY,
   LeaseLostError,
   QueueClosingError,
+  type QueuedTask,
   type TaskHandler,
   type TaskLease,
   type TaskQueue,
@@ -123,6 +125,18 @@ async function until(condition: () => boolean, what: string): Promise<void> {
   }
 }
 
+/** Positions handed out per account in the current test, as the database would count them. */
+const positions = new Map<string, number>();
+
+/** `ids` as tasks of `accountId`, each one position further back in the account's line. */
+function queued(ids: readonly string[], accountId = 'account-1'): QueuedTask[] {
+  return ids.map((taskId) => {
+    const position = (positions.get(accountId) ?? 0) + 1;
+    positions.set(accountId, position);
+    return { taskId, accountId, position };
+  });
+}
+
 /** A promise with its resolve function outside. */
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve = (): void => undefined;
@@ -181,6 +195,7 @@ for (const adapter of adapters) {
   void describe(`TaskQueue contract: ${adapter.name}`, () => {
     let cluster: Cluster;
     beforeEach(async () => {
+      positions.clear();
       cluster = await adapter.start();
     });
     afterEach(async () => {
@@ -192,16 +207,16 @@ for (const adapter of adapters) {
      * delivered next, and FIFO order means anything queued before it would have come first.
      */
     async function drain(queue: TaskQueue, recorder: Recorder, sentinel: string): Promise<void> {
-      await queue.enqueue([sentinel]);
+      await queue.enqueue(queued([sentinel]));
       await until(() => recorder.finished.some((d) => d.taskId === sentinel), `${sentinel} is handled`);
     }
 
     void test('delivers each queued id once, in queue order, each with its own token', async () => {
       const queue = cluster.node();
       const recorder = new Recorder();
-      await queue.enqueue(['task-a', 'task-b']);
+      await queue.enqueue(queued(['task-a', 'task-b']));
       await queue.start(recorder.handler, 1);
-      await queue.enqueue(['task-c']);
+      await queue.enqueue(queued(['task-c']));
       await drain(queue, recorder, 'task-z');
       assert.deepEqual(
         recorder.deliveries.map((d) => d.taskId),
@@ -215,11 +230,11 @@ for (const adapter of adapters) {
     void test('enqueue is idempotent while the task is queued or running', async () => {
       const queue = cluster.node();
       const recorder = new Recorder(['task-a']);
-      await queue.enqueue(['task-a', 'task-a']);
-      await queue.enqueue(['task-a']);
+      await queue.enqueue(queued(['task-a', 'task-a']));
+      await queue.enqueue(queued(['task-a']));
       await queue.start(recorder.handler, 1);
       await until(() => recorder.running === 1, 'task-a runs');
-      await queue.enqueue(['task-a']);
+      await queue.enqueue(queued(['task-a']));
       assert.equal(queue.active, 1);
       recorder.release('task-a');
       await drain(queue, recorder, 'task-z');
@@ -232,7 +247,7 @@ for (const adapter of adapters) {
       const ids = ['task-1', 'task-2', 'task-3', 'task-4', 'task-5'];
       const recorder = new Recorder(ids);
       await queue.start(recorder.handler, 2);
-      await queue.enqueue(ids);
+      await queue.enqueue(queued(ids));
       await until(() => recorder.running === 2, 'two handlers run');
       assert.equal(queue.active, 2);
       // Release one at a time; each release lets exactly one more in.
@@ -256,9 +271,9 @@ for (const adapter of adapters) {
       const queue = cluster.node();
       const recorder = new Recorder();
       await queue.start(recorder.handler, 1);
-      await queue.enqueue(['task-a']);
+      await queue.enqueue(queued(['task-a']));
       await until(() => recorder.finished.length === 1 && queue.active === 0, 'task-a is done');
-      await queue.enqueue(['task-a']);
+      await queue.enqueue(queued(['task-a']));
       await until(() => recorder.finished.length === 2, 'task-a is delivered again');
       const [first, second] = recorder.deliveries;
       assert.equal(second?.taskId, 'task-a');
@@ -277,7 +292,7 @@ for (const adapter of adapters) {
         }
         return recorder.handler(lease);
       }, 1);
-      await queue.enqueue(['task-bad']);
+      await queue.enqueue(queued(['task-bad']));
       await drain(queue, recorder, 'task-z');
       assert.equal(thrown, 1);
       assert.deepEqual(cluster.errors, []);
@@ -287,7 +302,7 @@ for (const adapter of adapters) {
       const queue = cluster.node();
       const recorder = new Recorder(['task-a', 'task-b']);
       await queue.start(recorder.handler, 2);
-      await queue.enqueue(['task-a', 'task-b', 'task-c']);
+      await queue.enqueue(queued(['task-a', 'task-b', 'task-c']));
       await until(() => recorder.running === 2, 'two handlers run');
       await queue.close();
       // Both handlers saw the abort and had finished when close() resolved.
@@ -299,21 +314,100 @@ for (const adapter of adapters) {
       assert.deepEqual(cluster.errors, []);
     });
 
+    void test('remove() takes a queued task out before its delivery and leaves a running one alone', async () => {
+      const queue = cluster.node();
+      const recorder = new Recorder(['task-a']);
+      await queue.start(recorder.handler, 1);
+      await queue.enqueue(queued(['task-a', 'task-b', 'task-c']));
+      await until(() => recorder.running === 1, 'task-a runs');
+      await queue.remove('task-b');
+      await queue.remove('task-a');
+      await queue.remove('no-such-task');
+      recorder.release('task-a');
+      await drain(queue, recorder, 'task-z');
+      assert.deepEqual(
+        recorder.finished.map((d) => d.taskId),
+        ['task-a', 'task-c', 'task-z'],
+      );
+      assert.deepEqual(cluster.errors, []);
+    });
+
+    void test("fairness: one account flooding the queue delays another account's task by one delivery at most", async () => {
+      const queue = cluster.node();
+      const flood = Array.from({ length: 30 }, (_, i) => `flood-${i}`);
+      const recorder = new Recorder(['flood-0']);
+      await queue.start(recorder.handler, 1);
+      await queue.enqueue(queued(flood, 'account-flood'));
+      await until(() => recorder.running === 1, 'flood-0 runs');
+      await queue.enqueue(queued(['single'], 'account-single'));
+      recorder.release('flood-0');
+      await until(() => recorder.finished.length === flood.length + 1, 'every task is handled');
+      // The only slot was taken when the single task came: it is the very next delivery.
+      assert.deepEqual(
+        recorder.deliveries.slice(0, 3).map((d) => d.taskId),
+        ['flood-0', 'single', 'flood-1'],
+      );
+      // Within the flooding account, queue order is kept.
+      assert.deepEqual(
+        recorder.deliveries.map((d) => d.taskId).filter((id) => id !== 'single'),
+        flood,
+      );
+      assert.deepEqual(cluster.errors, []);
+    });
+
+    void test('fairness: two flooding accounts take turns', async () => {
+      const queue = cluster.node();
+      const recorder = new Recorder();
+      await queue.enqueue(queued(['a-1', 'a-2', 'a-3'], 'account-a'));
+      await queue.enqueue(queued(['b-1', 'b-2', 'b-3'], 'account-b'));
+      await queue.start(recorder.handler, 1);
+      await until(() => recorder.finished.length === 6, 'every task is handled');
+      assert.deepEqual(
+        recorder.deliveries.map((d) => d.taskId),
+        ['a-1', 'b-1', 'a-2', 'b-2', 'a-3', 'b-3'],
+      );
+      assert.deepEqual(cluster.errors, []);
+    });
+
+    void test('a delivery answered ACCOUNT_BUSY is delivered again later; other accounts go first meanwhile', async () => {
+      const queue = cluster.node();
+      const handled: TaskLease[] = [];
+      let refusals = 0;
+      await queue.enqueue(queued(['busy-1'], 'account-busy'));
+      await queue.enqueue(queued(['other-1'], 'account-other'));
+      await queue.start(async (lease) => {
+        if (lease.taskId === 'busy-1' && refusals === 0) {
+          refusals++;
+          return ACCOUNT_BUSY;
+        }
+        handled.push(lease);
+        return undefined;
+      }, 1);
+      await until(() => handled.length === 2, 'both tasks are handled');
+      assert.equal(refusals, 1);
+      assert.deepEqual(
+        handled.map((d) => d.taskId),
+        ['other-1', 'busy-1'],
+      );
+      await until(() => queue.active === 0, 'the queue is idle');
+      assert.deepEqual(cluster.errors, []);
+    });
+
     if (adapter.multiNode) {
       void test('a task is delivered to one node at a time, whichever node queues it', async () => {
         const [a, b] = [cluster.node(), cluster.node()];
         const recorder = new Recorder(['task-a']);
         await a.start(recorder.handler, 1);
         await b.start(recorder.handler, 1);
-        await b.enqueue(['task-a']);
+        await b.enqueue(queued(['task-a']));
         await until(() => recorder.running === 1, 'task-a runs');
-        await a.enqueue(['task-a']);
-        await b.enqueue(['task-a']);
+        await a.enqueue(queued(['task-a']));
+        await b.enqueue(queued(['task-a']));
         recorder.release('task-a');
         await until(() => recorder.finished.length === 1, 'task-a is done');
         assert.equal(recorder.maxRunning, 1);
         // Both nodes are idle again and take a sentinel each: task-a would have come before them.
-        await a.enqueue(['task-y', 'task-z']);
+        await a.enqueue(queued(['task-y', 'task-z']));
         await until(() => recorder.finished.length === 3, 'the sentinels are handled');
         assert.equal(recorder.count('task-a'), 1);
         assert.deepEqual(cluster.errors, []);
@@ -323,7 +417,7 @@ for (const adapter of adapters) {
         const [a, b] = [cluster.node(), cluster.node()];
         const onA = new Recorder(['task-a']);
         await a.start(onA.handler, 1);
-        await a.enqueue(['task-a']);
+        await a.enqueue(queued(['task-a']));
         await until(() => onA.running === 1, 'task-a runs on a');
         const onB = new Recorder();
         await b.start(onB.handler, 1);
@@ -368,7 +462,7 @@ for (const adapter of adapters) {
         const holderErrors: Error[] = [];
         holder.on('error', (err) => holderErrors.push(err));
         try {
-          await queue.enqueue(['task-a']);
+          await queue.enqueue(queued(['task-a']));
           await held.promise;
           const recorder = new Recorder();
           await queue.start(recorder.handler, 1);
@@ -390,7 +484,7 @@ for (const adapter of adapters) {
         const [a, b] = [cluster.node(), cluster.node()];
         const recorder = new Recorder(['task-a']);
         await a.start(recorder.handler, 1);
-        await a.enqueue(['task-a']);
+        await a.enqueue(queued(['task-a']));
         await until(() => recorder.running === 1, 'task-a runs on a');
         await b.start(recorder.handler, 1);
         const first = recorder.deliveries[0];

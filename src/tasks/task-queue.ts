@@ -7,6 +7,18 @@
  * (`task-queue.contract.test.ts`) runs against both.
  */
 
+/** A task to queue: its id, and the account whose fair share of the queue it takes. */
+export interface QueuedTask {
+  readonly taskId: string;
+  readonly accountId: string;
+  /**
+   * 1-based position of the task among its account's unfinished tasks, oldest first, as the
+   * database counted when it was queued (bounded by the account's queued-tasks quota). The BullMQ
+   * adapter orders by it; the in-process adapter serves accounts in turn and needs no hint.
+   */
+  readonly position: number;
+}
+
 /** One delivery of a queued task to this node, under a lease kept alive by a heartbeat. */
 export interface TaskLease {
   readonly taskId: string;
@@ -17,19 +29,32 @@ export interface TaskLease {
 }
 
 /**
- * Works on one delivery. Returning or throwing ends the delivery for good (the task is not
- * delivered again); errors are the handler's to report — the queue only ends the delivery.
+ * What a handler may answer instead of finishing: the task's account is at its concurrency limit
+ * right now, so the task goes back to the queue and is delivered again later (after one of that
+ * account's tasks on this node finished, or after a short delay), while other accounts' tasks go on.
  */
-export type TaskHandler = (lease: TaskLease) => Promise<void>;
+export const ACCOUNT_BUSY = 'account-busy';
+
+/**
+ * Works on one delivery. Returning or throwing ends the delivery for good (the task is not
+ * delivered again), except returning ACCOUNT_BUSY; errors are the handler's to report — the queue
+ * only ends the delivery.
+ */
+export type TaskHandler = (lease: TaskLease) => Promise<void | typeof ACCOUNT_BUSY>;
 
 /**
  * Delivers queued task ids to handlers, at most once at a time per task while leases are valid.
- * A task is delivered again only when its lease expired (the worker died or hung: no heartbeat) or
- * its delivery was interrupted by `close()`.
+ * A task is delivered again only when its lease expired (the worker died or hung: no heartbeat),
+ * its delivery was interrupted by `close()`, or its handler answered ACCOUNT_BUSY.
+ *
+ * Fair across accounts (issue 11 finding 3): within an account tasks go in queue order, and one
+ * account's many queued tasks delay another account's task by about one delivery per slot at most.
  */
 export interface TaskQueue {
   /** Queues tasks unless already queued or being worked on anywhere (idempotent; never steals a live lease). */
-  enqueue(taskIds: readonly string[]): Promise<void>;
+  enqueue(tasks: readonly QueuedTask[]): Promise<void>;
+  /** Takes a queued task out before it is delivered (a cancelled task); a task being handled is left alone. */
+  remove(taskId: string): Promise<void>;
   /** Starts delivering to `handler`, at most `concurrency` at once on this node. */
   start(handler: TaskHandler, concurrency: number): Promise<void>;
   /** Tasks being handled on this node now. */

@@ -7,23 +7,37 @@
  * task delivered again elsewhere) stops at its next write without touching the task. On start,
  * every unfinished task is queued (the queue never steals a live lease), so tasks a stopped process
  * left processing resume — finished pieces are kept — or fail after too many attempts.
+ *
+ * Per-account fairness (issue 11 finding 3): the claim refuses a task whose account already has
+ * `accountConcurrency` tasks processing anywhere (counted in the database), and the delivery goes
+ * back to the queue (ACCOUNT_BUSY). Cancellation: while a task runs here, the runner watches its
+ * task events and re-reads the task's cancel reason at each; when one is set (by any node's
+ * `POST …/cancel`), the task is aborted as by abort() and failed with that reason.
  */
 import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { encodeContinuous, encodePiece, type ContinuousPiece } from '../audio/continuous-encoder.js';
 import type { EncoderPool } from '../audio/encoder-pool.js';
-import type { SpeechEngine } from '../audio/engines/engine.js';
+import { EngineCallError, type SpeechEngine } from '../audio/engines/engine.js';
 import { CANONICAL_RATE } from '../audio/pcm.js';
 import { pcmChunks } from '../audio/pcm-stream.js';
-import { isAppError } from '../errors/app-error.js';
+import { AppError, isAppError } from '../errors/app-error.js';
 import type { BlobStore } from '../storage/blob-store.js';
+import { storageUnavailable } from '../storage/storage-errors.js';
 import type { TaskContentRow, TaskRow } from '../storage/schema.js';
 import { voiceBindingSchema, type VoiceBinding } from '../voices/voice-binding.js';
 import type { PieceParams } from './generate-request.js';
 import type { PieceAudioStore } from './piece-audio.js';
 import type { TaskEvents } from './task-events.js';
-import { LeaseLostError, QueueClosingError, type TaskLease, type TaskQueue } from './task-queue.js';
-import type { TaskStore } from './task-store.js';
+import {
+  ACCOUNT_BUSY,
+  LeaseLostError,
+  QueueClosingError,
+  type QueuedTask,
+  type TaskLease,
+  type TaskQueue,
+} from './task-queue.js';
+import type { ClaimOutcome, TaskStore } from './task-store.js';
 
 /** A task interrupted this many times (crash, restart) is failed instead of retried again. */
 export const MAX_ATTEMPTS = 3;
@@ -40,6 +54,8 @@ export interface TaskRunnerDeps {
   engineFor(binding: VoiceBinding): SpeechEngine;
   events: TaskEvents;
   concurrency: number;
+  /** Tasks of one account processing at once across every node (ACCOUNT_MAX_CONCURRENT_TASKS); 0 or absent = unlimited. */
+  accountConcurrency?: number;
   /** Piece audio of finished tasks untouched this long is deleted from this node's work files. */
   workFilesIdleMs: number;
   log: Pick<Logger, 'info' | 'warn' | 'error'>;
@@ -48,13 +64,22 @@ export interface TaskRunnerDeps {
 /** The generation worker of one node: consumes the TaskQueue and writes under the lease's token. */
 export class TaskRunner {
   private sweepTimer: NodeJS.Timeout | undefined;
+  /** Aborts the work of each task being generated on this node (see abort()). */
+  private readonly running = new Map<string, AbortController>();
 
   constructor(private readonly deps: TaskRunnerDeps) {}
 
   /** Queues every unfinished task (interrupted ones resume), then starts taking deliveries. */
   async start(): Promise<void> {
-    const unfinished = await this.deps.store.unfinishedIds();
-    await this.deps.queue.enqueue(unfinished);
+    const unfinished = await this.deps.store.unfinished();
+    const positions = new Map<string, number>();
+    await this.deps.queue.enqueue(
+      unfinished.map(({ id, account_id: accountId }) => {
+        const position = (positions.get(accountId) ?? 0) + 1;
+        positions.set(accountId, position);
+        return { taskId: id, accountId, position };
+      }),
+    );
     if (unfinished.length > 0)
       this.deps.log.info({ tasks: unfinished.length }, 'queued unfinished generation tasks');
     await this.deps.queue.start((lease) => this.handle(lease), this.deps.concurrency);
@@ -81,8 +106,26 @@ export class TaskRunner {
   }
 
   /** Queues a new task (TaskService calls this after inserting it). */
-  async enqueue(taskId: string): Promise<void> {
-    await this.deps.queue.enqueue([taskId]);
+  async enqueue(task: QueuedTask): Promise<void> {
+    await this.deps.queue.enqueue([task]);
+  }
+
+  /** Takes a cancelled task out of the queue if it was not delivered yet. */
+  async dequeue(taskId: string): Promise<void> {
+    await this.deps.queue.remove(taskId);
+  }
+
+  /**
+   * Stops the generation of `taskId` on this node now, its in-flight engine call included, and
+   * records the task as failed with `reason`'s message (an AppError's message is shown to the
+   * tenant; any other reason reads "generation was cancelled"). Returns false when the task is not
+   * being generated on this node (pending, finished, or on another node).
+   */
+  abort(taskId: string, reason: Error): boolean {
+    const control = this.running.get(taskId);
+    if (control === undefined || control.signal.aborted) return false;
+    control.abort(reason);
+    return true;
   }
 
   /** Stops taking work and interrupts running tasks; they stay processing and are delivered again. */
@@ -91,35 +134,96 @@ export class TaskRunner {
     await this.deps.queue.close();
   }
 
-  /** One delivery: claim the task under the lease token, then generate it (never throws). */
-  private async handle(lease: TaskLease): Promise<void> {
+  /**
+   * One delivery: claim the task under the lease token, then generate it (never throws).
+   * ACCOUNT_BUSY when its account already has its maximum of tasks processing.
+   */
+  private async handle(lease: TaskLease): Promise<void | typeof ACCOUNT_BUSY> {
     const { store, events, log, workerUrl } = this.deps;
     if (lease.signal.aborted) return; // interrupted before it began: no attempt to count
-    let task: TaskRow | undefined;
+    let claim: ClaimOutcome;
     try {
-      task = await store.claim(lease.taskId, lease.token, workerUrl);
+      claim = await store.claimWithin(
+        lease.taskId,
+        lease.token,
+        workerUrl,
+        this.deps.accountConcurrency ?? 0,
+      );
     } catch (err) {
       // Left as it is: queued again when a runner starts.
       log.error({ err, taskId: lease.taskId }, 'could not claim a generation task');
       return;
     }
-    if (task === undefined) return; // deleted or finished meanwhile: nothing to do
+    switch (claim.kind) {
+      case 'gone':
+        return; // deleted or finished meanwhile: nothing to do
+      case 'busy':
+        return ACCOUNT_BUSY;
+      case 'cancelled':
+        events.changed(lease.taskId);
+        return;
+      case 'claimed':
+        break;
+    }
+    const task = claim.task;
     if (task.attempts > MAX_ATTEMPTS) {
       await store
         .markFailed(task.id, `generation was interrupted ${task.attempts - 1} times`, undefined, lease.token)
         .then(
-          () => log.warn({ taskId: task.id }, 'generation task failed after too many interrupted attempts'),
+          async () => {
+            log.warn({ taskId: task.id }, 'generation task failed after too many interrupted attempts');
+            await this.discardPieceAudio(task.id);
+          },
           (err: unknown) => log.error({ err, taskId: task.id }, 'could not mark task failed'),
         );
       events.changed(task.id);
       return;
     }
-    await this.generate(task, lease);
+    // The lease's signal, plus abort() for this task: every engine call and write below stops on it.
+    const control = new AbortController();
+    this.running.set(task.id, control);
+    const watching = new AbortController();
+    const watcher = this.watchCancellation(task.id, watching.signal);
+    try {
+      await this.generate(task, {
+        taskId: lease.taskId,
+        token: lease.token,
+        signal: AbortSignal.any([lease.signal, control.signal]),
+      });
+    } finally {
+      watching.abort();
+      await watcher;
+      this.running.delete(task.id);
+    }
+  }
+
+  /**
+   * Until `signal` aborts: at every change of the task (and once at the start), re-reads its
+   * cancel reason; when one is set, aborts the generation with it. Never throws.
+   */
+  private async watchCancellation(taskId: string, signal: AbortSignal): Promise<void> {
+    const { store, events, log } = this.deps;
+    try {
+      while (!signal.aborted) {
+        // Subscribe before reading, so a request in between is not missed (TaskEvents contract).
+        const change = events.nextChange(taskId, signal);
+        change.catch(() => undefined);
+        const reason = await store.cancelReason(taskId);
+        if (reason !== undefined) {
+          this.abort(taskId, new AppError('TTS_GENERATE_FAILED', reason));
+          return;
+        }
+        await change;
+      }
+    } catch (err) {
+      if (!signal.aborted) log.warn({ err, taskId }, 'stopped watching a task for cancellation');
+    }
   }
 
   private async generate(task: TaskRow, lease: TaskLease): Promise<void> {
     const { store, events, log } = this.deps;
     const { signal, token } = lease;
+    const aborted = this.running.get(task.id)?.signal;
     events.changed(task.id);
     let current: number | undefined;
     try {
@@ -144,6 +248,10 @@ export class TaskRunner {
       events.changed(task.id);
       log.info({ taskId: task.id, pieces: pieces.length }, 'task generated');
     } catch (err) {
+      if (aborted?.aborted === true && !(err instanceof LeaseLostError)) {
+        await this.recordAborted(task, current, token, aborted.reason);
+        return;
+      }
       // Lease lost or queue closing: the task is someone else's now, or is delivered again later.
       if (err instanceof LeaseLostError || signal.aborted) {
         if (!(signal.reason instanceof QueueClosingError))
@@ -153,14 +261,59 @@ export class TaskRunner {
           );
         return;
       }
-      const message = isAppError(err) ? err.message : 'internal error during generation';
-      log.error({ err, taskId: task.id, piece: current }, 'generation failed');
-      await store.markFailed(task.id, message, current, token).catch((e: unknown) => {
-        if (e instanceof LeaseLostError) log.warn({ taskId: task.id }, 'generation lease lost');
-        else log.error({ err: e }, 'could not mark task failed');
-      });
+      // Engine errors are generic for tenants; `err.detail` (URL, status, upstream body) is logged.
+      // A full or read-only disk (piece PCM or a blob) is named as such, never "internal error".
+      const storage = storageUnavailable(err);
+      const message =
+        err instanceof EngineCallError
+          ? `content ${current ?? '-'} of task ${task.id}: ${err.message}`
+          : storage !== undefined
+            ? `${current === undefined ? '' : `content ${current} of `}task ${task.id}: ${storage.message}`
+            : isAppError(err)
+              ? err.message
+              : 'internal error during generation';
+      // `engine` apart from `err`: the log's error serializer keeps only an allowlist of fields.
+      const engine = err instanceof EngineCallError ? { engine: err.detail } : {};
+      log.error({ err, taskId: task.id, piece: current, ...engine }, 'generation failed');
+      await store.markFailed(task.id, message, current, token).then(
+        () => this.discardPieceAudio(task.id),
+        (e: unknown) => {
+          if (e instanceof LeaseLostError) log.warn({ taskId: task.id }, 'generation lease lost');
+          else log.error({ err: e }, 'could not mark task failed');
+        },
+      );
       events.changed(task.id);
     }
+  }
+
+  /**
+   * A failed task never streams again (new requests get STREAM_NOT_READY, live readers were cut
+   * by the failure), so its piece PCM is deleted at once instead of waiting for the idle sweep.
+   */
+  private async discardPieceAudio(taskId: string): Promise<void> {
+    await this.deps.pieceAudio.deleteTask(taskId).catch((err: unknown) => {
+      this.deps.log.warn({ err, taskId }, 'could not delete the piece audio of a failed task');
+    });
+  }
+
+  /** The task was stopped by abort(): failed with the reason, under this delivery's token. */
+  private async recordAborted(
+    task: TaskRow,
+    piece: number | undefined,
+    token: string,
+    reason: unknown,
+  ): Promise<void> {
+    const { store, events, log } = this.deps;
+    const message = reason instanceof AppError ? reason.message : 'generation was cancelled';
+    log.info({ taskId: task.id, piece, reason: String(reason) }, 'generation aborted');
+    await store.markFailed(task.id, message, piece, token).then(
+      () => this.discardPieceAudio(task.id),
+      (e: unknown) => {
+        if (e instanceof LeaseLostError) log.warn({ taskId: task.id }, 'generation lease lost');
+        else log.error({ err: e }, 'could not mark task failed');
+      },
+    );
+    events.changed(task.id);
   }
 
   private async generatePiece(task: TaskRow, piece: TaskContentRow, lease: TaskLease): Promise<void> {

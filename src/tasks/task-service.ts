@@ -1,6 +1,7 @@
 /**
- * Generation tasks (decisions §4): creation from contents or splitter mode, detail with billing,
- * list, delete, and the stream endpoints' view. Generation itself is the TaskRunner's job.
+ * Generation tasks (decisions §4): creation from contents or splitter mode (within the account's
+ * quotas), detail with billing, list, delete, cancel, and the stream endpoints' view. Generation
+ * itself is the TaskRunner's job.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { z } from 'zod';
@@ -19,7 +20,58 @@ import {
 } from './generate-request.js';
 import type { PieceAudioStore } from './piece-audio.js';
 import type { StreamTaskLookup, StreamTaskView } from './stream-view.js';
-import type { TaskStore, TaskSummaryRow } from './task-store.js';
+import type { TaskEvents } from './task-events.js';
+import type { QueuedTask } from './task-queue.js';
+import {
+  CANCELLED_BY_CLIENT,
+  utcDay,
+  type AccountQuotas,
+  type Admission,
+  type TaskStore,
+  type TaskSummaryRow,
+} from './task-store.js';
+
+/** Retry-After (seconds) of a 429 for the queued-tasks quota: about when a task may have finished. */
+const QUEUED_QUOTA_RETRY_AFTER_S = 10;
+/** How long a cancel request waits for the generating node to stop a processing task. */
+const CANCEL_WAIT_MS = 10_000;
+
+/** Where TaskService sends new tasks for generation, and takes cancelled pending ones back from. */
+export interface GenerationQueue {
+  enqueue(task: QueuedTask): Promise<void>;
+  dequeue(taskId: string): Promise<void>;
+}
+
+/**
+ * An account's quotas and what it uses of them (account info). `quota` also carries the hosted
+ * API's concurrency fields (issue 11 finding 3), present when the per-account limit is set.
+ */
+export interface AccountQuotaReport {
+  quota: {
+    syncBaseConcurrent?: number;
+    syncPaidConcurrent?: number;
+    asyncBaseConcurrent?: number;
+    asyncHPConcurrent?: number;
+    /** Pending plus processing tasks at most; null = unlimited. */
+    maxQueuedTasks: number | null;
+    /** Tasks processing at once, on every node together; null = unlimited. */
+    maxConcurrentTasks: number | null;
+    /** Characters of accepted tasks per UTC day; null = unlimited. */
+    dailyCharacters: number | null;
+  };
+  usage: {
+    /** Pending plus processing tasks (what maxQueuedTasks limits). */
+    queuedTasks: number;
+    pendingTasks: number;
+    processingTasks: number;
+    /** Characters of the tasks accepted today (UTC). */
+    charactersToday: number;
+    /** null = unlimited. */
+    charactersRemaining: number | null;
+    /** When the daily characters count starts again from 0 (next 00:00 UTC). */
+    resetsAt: string;
+  };
+}
 
 /** Characters per second of speech at speechRate 1, for the estimate before audio exists. */
 const CHARS_PER_SECOND = 14;
@@ -92,8 +144,12 @@ export class TaskService implements StreamTaskLookup {
     private readonly pieceAudio: PieceAudioStore,
     private readonly limits: GenerateLimits,
     private readonly publicUrl: string,
-    /** Called after a task is inserted, to queue it for generation. */
-    private readonly onQueued: (taskId: string) => Promise<void>,
+    /** Where inserted tasks are queued for generation (and cancelled pending ones taken out). */
+    private readonly queue: GenerationQueue,
+    /** Per-account limits checked when a task is created (and by the runner's claim). */
+    private readonly quotas: AccountQuotas,
+    /** Announces cancellations to the node generating the task and to waiting readers. */
+    private readonly events: TaskEvents,
   ) {}
 
   /** Validates and queues a task; voices must exist in the caller's account. */
@@ -125,6 +181,7 @@ export class TaskService implements StreamTaskLookup {
       created_at: now,
       updated_at: now,
       generated_at: null,
+      cancel_reason: null,
     };
     const pieces = request.pieces.map((p, idx) => ({
       task_id: id,
@@ -138,9 +195,79 @@ export class TaskService implements StreamTaskLookup {
       audio_key: null,
       generated_at: null,
     }));
-    await this.store.insert({ task, pieces });
-    await this.onQueued(id);
+    const admission = await this.store.insert({ task, pieces }, this.quotas, utcDay(now));
+    if (!admission.admitted) throw quotaExceeded(admission, characters, now);
+    await this.queue.enqueue({ taskId: id, accountId, position: admission.position });
     return this.detailView(task, await this.store.pieces(id), false);
+  }
+
+  /**
+   * Cancels a pending or processing task of the account (our extension,
+   * `POST /api/tts/generate/{id}/cancel`): it ends `failed` with `reason` as its error. A pending
+   * task fails at once and leaves the queue; a processing one is stopped by the node generating it
+   * (this call waits up to 10 s for that). Idempotent: a task already cancelled answers the same.
+   * A task that finished otherwise → 400 VALIDATION_CONFLICT; another account's → 404.
+   */
+  async cancel(accountId: string, id: string, reason = CANCELLED_BY_CLIENT): Promise<TaskDetailView> {
+    await this.requireOwn(accountId, id);
+    const after = await this.store.requestCancel(accountId, id, reason);
+    if (after === undefined) {
+      const task = await this.requireOwn(accountId, id);
+      if (task.status === 'failed' && task.cancel_reason !== null) return this.get(accountId, id);
+      throw new AppError(
+        'VALIDATION_CONFLICT',
+        `task ${id} has already finished (${task.status}); there is nothing to cancel`,
+      );
+    }
+    this.events.changed(id);
+    if (after === 'failed') {
+      // Best effort: a delivery of a failed task finds nothing to claim anyway.
+      await this.queue.dequeue(id).catch(() => undefined);
+    } else {
+      await this.whileProcessing(id, AbortSignal.timeout(CANCEL_WAIT_MS));
+    }
+    return this.get(accountId, id);
+  }
+
+  /** The account's quotas and its current use of them. */
+  async quotaReport(accountId: string, now = new Date()): Promise<AccountQuotaReport> {
+    const usage = await this.store.accountUsage(accountId, utcDay(now));
+    const { maxQueuedTasks, maxConcurrentTasks, dailyCharacters } = this.quotas;
+    const limited = (n: number): number | null => (n > 0 ? n : null);
+    const concurrent = maxConcurrentTasks > 0 ? maxConcurrentTasks : undefined;
+    return {
+      quota: {
+        ...(concurrent !== undefined && {
+          syncBaseConcurrent: concurrent,
+          syncPaidConcurrent: concurrent,
+          asyncBaseConcurrent: concurrent,
+          asyncHPConcurrent: concurrent,
+        }),
+        maxQueuedTasks: limited(maxQueuedTasks),
+        maxConcurrentTasks: limited(maxConcurrentTasks),
+        dailyCharacters: limited(dailyCharacters),
+      },
+      usage: {
+        queuedTasks: usage.pendingTasks + usage.processingTasks,
+        pendingTasks: usage.pendingTasks,
+        processingTasks: usage.processingTasks,
+        charactersToday: usage.charactersToday,
+        charactersRemaining:
+          dailyCharacters > 0 ? Math.max(0, dailyCharacters - usage.charactersToday) : null,
+        resetsAt: nextUtcMidnight(now).toISOString(),
+      },
+    };
+  }
+
+  /** Resolves once the task is no longer processing, or when `signal` aborts. */
+  private async whileProcessing(id: string, signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      const change = this.events.nextChange(id, signal);
+      change.catch(() => undefined);
+      const task = await this.store.get(id);
+      if (task?.status !== 'processing') return;
+      await change.catch(() => undefined);
+    }
   }
 
   async get(accountId: string, id: string, query: { stream?: unknown } = {}): Promise<TaskDetailView> {
@@ -178,6 +305,7 @@ export class TaskService implements StreamTaskLookup {
     const pieces = await this.store.pieces(taskId);
     return {
       id: task.id,
+      accountId: task.account_id,
       status: task.status,
       authToken: task.auth_token,
       audioUrl: task.audio_key ? this.audioUrl(task.id, task.auth_token, null) : null,
@@ -200,8 +328,10 @@ export class TaskService implements StreamTaskLookup {
   }
 
   /** Stored audio of a task (null) or piece, checked against the task's auth token. */
-  async audioKeyFor(taskId: string, idx: number | null, auth: string | undefined): Promise<string> {
+  async audioKeyFor(taskId: string, idx: number | null, auth: unknown): Promise<string> {
     if (auth === undefined || auth === '') throw errors.unauthorized('the auth query parameter is required');
+    // A repeated `auth` arrives as an array: 401 like the stream endpoints (the fuzz suite found a 500).
+    if (typeof auth !== 'string') throw errors.unauthorized('the auth query parameter must be given once');
     const task = await this.store.get(taskId);
     if (!task) throw errors.notFound('GENERATE_NOT_FOUND', `task ${taskId}`);
     if (!secretsEqual(auth, task.auth_token)) throw errors.forbidden('auth does not match this task');
@@ -289,4 +419,40 @@ export class TaskService implements StreamTaskLookup {
       estimatedDuration: Math.round((task.duration_seconds ?? estimate) * 1000) / 1000,
     };
   }
+}
+
+/** The start of the next UTC day after `now`. */
+function nextUtcMidnight(now: Date): Date {
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1));
+}
+
+/** 429 RATE_LIMIT_EXCEEDED naming the quota that refused a new task, with Retry-After. */
+function quotaExceeded(
+  refusal: Extract<Admission, { admitted: false }>,
+  characters: number,
+  now: Date,
+): AppError {
+  if (refusal.quota === 'queuedTasks') {
+    return new AppError(
+      'RATE_LIMIT_EXCEEDED',
+      `queued tasks quota exceeded: the account has ${refusal.used} pending or processing tasks ` +
+        `(at most ${refusal.limit}); retry when some have finished, or cancel some`,
+      { headers: { 'Retry-After': String(QUEUED_QUOTA_RETRY_AFTER_S) } },
+    );
+  }
+  const seconds = Math.max(1, Math.ceil((nextUtcMidnight(now).getTime() - now.getTime()) / 1000));
+  if (characters > refusal.limit) {
+    return new AppError(
+      'RATE_LIMIT_EXCEEDED',
+      `daily characters quota exceeded: this request alone has ${characters} characters, more than ` +
+        `the ${refusal.limit} an account may use per day (UTC); split it into smaller tasks`,
+      { headers: { 'Retry-After': String(seconds) } },
+    );
+  }
+  return new AppError(
+    'RATE_LIMIT_EXCEEDED',
+    `daily characters quota exceeded: ${refusal.used} of ${refusal.limit} characters used today ` +
+      `(UTC) and this request has ${characters}; the quota resets at 00:00 UTC`,
+    { headers: { 'Retry-After': String(seconds) } },
+  );
 }

@@ -3,7 +3,7 @@
  * work (the TaskQueue only says who works on what now); the runner's writes are fenced by the
  * lease token recorded when it claimed the task.
  */
-import type { Insertable, Kysely, Transaction } from 'kysely';
+import { sql, type Insertable, type Kysely, type Transaction } from 'kysely';
 import { fetchPage } from '../storage/paging.js';
 import type {
   Database,
@@ -44,14 +44,133 @@ export interface NewTask {
   pieces: Insertable<TaskContentsTable>[];
 }
 
+/** The error of a task its client cancelled (`POST /api/tts/generate/{id}/cancel`). */
+export const CANCELLED_BY_CLIENT = 'cancelled by the client';
+
+/** Per-account limits (issue 11 finding 3); 0 = unlimited. */
+export interface AccountQuotas {
+  /** Pending plus processing tasks an account may have. */
+  maxQueuedTasks: number;
+  /** Tasks of one account processing at once, cluster-wide (enforced by the claim). */
+  maxConcurrentTasks: number;
+  /** Characters of the tasks an account may have accepted per UTC day. */
+  dailyCharacters: number;
+}
+
+/** No limit at all. */
+export const UNLIMITED_QUOTAS: AccountQuotas = {
+  maxQueuedTasks: 0,
+  maxConcurrentTasks: 0,
+  dailyCharacters: 0,
+};
+
+/** Whether a new task was admitted, and if not which quota refused it. */
+export type Admission =
+  | { admitted: true; /** Its 1-based position among the account's unfinished tasks. */ position: number }
+  | { admitted: false; quota: 'queuedTasks' | 'dailyCharacters'; limit: number; used: number };
+
+/** What a claim found: the task is now this delivery's, or why not. */
+export type ClaimOutcome =
+  | { kind: 'claimed'; task: TaskRow }
+  /** Finished or deleted meanwhile: nothing to do. */
+  | { kind: 'gone' }
+  /** Its account already has its maximum of tasks processing: try again later. */
+  | { kind: 'busy' }
+  /** Its cancellation was asked for: it is now failed with the cancel reason. */
+  | { kind: 'cancelled' };
+
+/** An account's unfinished tasks and the characters it had accepted on one UTC day. */
+export interface AccountUsage {
+  pendingTasks: number;
+  processingTasks: number;
+  charactersToday: number;
+}
+
+/** The UTC day of `at` as the usage table keys it ('YYYY-MM-DD'). */
+export function utcDay(at: Date): string {
+  return at.toISOString().slice(0, 10);
+}
+
 export class TaskStore {
   constructor(private readonly db: Kysely<Database>) {}
 
-  async insert({ task, pieces }: NewTask): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
+  /**
+   * Inserts a task unless its account's quotas refuse it, and adds its characters to the account's
+   * usage of `day` (an atomic upsert). The account's row is locked for the transaction, so the
+   * admissions and claims of one account are serialized across every node and counts are exact.
+   */
+  async insert(
+    { task, pieces }: NewTask,
+    quotas: AccountQuotas = UNLIMITED_QUOTAS,
+    day: string = utcDay(new Date()),
+  ): Promise<Admission> {
+    return this.db.transaction().execute(async (trx): Promise<Admission> => {
+      const accountId = task.account_id;
+      await lockAccount(trx, accountId);
+      const unfinished = await countTasks(trx, accountId, ['pending', 'processing']);
+      if (quotas.maxQueuedTasks > 0 && unfinished >= quotas.maxQueuedTasks)
+        return { admitted: false, quota: 'queuedTasks', limit: quotas.maxQueuedTasks, used: unfinished };
+      if (quotas.dailyCharacters > 0) {
+        const used = await charactersOn(trx, accountId, day);
+        if (used + task.characters > quotas.dailyCharacters)
+          return { admitted: false, quota: 'dailyCharacters', limit: quotas.dailyCharacters, used };
+      }
       await trx.insertInto('tasks').values(task).execute();
       if (pieces.length > 0) await trx.insertInto('task_contents').values(pieces).execute();
+      await trx
+        .insertInto('account_daily_usage')
+        .values({ account_id: accountId, day, characters: task.characters })
+        .onConflict((oc) =>
+          oc.columns(['account_id', 'day']).doUpdateSet((eb) => ({
+            characters: eb('account_daily_usage.characters', '+', eb.ref('excluded.characters')),
+          })),
+        )
+        .execute();
+      return { admitted: true, position: unfinished + 1 };
     });
+  }
+
+  /** An account's pending and processing tasks and the characters it had accepted on `day`. */
+  async accountUsage(accountId: string, day: string = utcDay(new Date())): Promise<AccountUsage> {
+    return {
+      pendingTasks: await countTasks(this.db, accountId, ['pending']),
+      processingTasks: await countTasks(this.db, accountId, ['processing']),
+      charactersToday: await charactersOn(this.db, accountId, day),
+    };
+  }
+
+  /**
+   * Asks for the cancellation of an unfinished task of `accountId`, in one statement: a pending
+   * task fails at once with `reason`; a processing one keeps running until the node generating it
+   * sees the reason (TaskRunner) — or, if that node is gone, until the next claim. Returns the
+   * status after the statement ('failed': cancelled now; 'processing': asked for), or undefined
+   * when the task is not this account's or not unfinished.
+   */
+  async requestCancel(accountId: string, id: string, reason: string): Promise<TaskStatus | undefined> {
+    const row = await this.db
+      .updateTable('tasks')
+      .set({
+        status: sql<TaskStatus>`case when status = 'pending' then 'failed' else status end`,
+        error: sql<string | null>`case when status = 'pending' then ${reason} else error end`,
+        cancel_reason: sql<string>`coalesce(cancel_reason, ${reason})`,
+        updated_at: new Date(),
+      })
+      .where('id', '=', id)
+      .where('account_id', '=', accountId)
+      .where('status', 'in', ['pending', 'processing'])
+      .returning('status')
+      .executeTakeFirst();
+    return row?.status;
+  }
+
+  /** Why the cancellation of `taskId` was asked for; undefined when it was not (or the task is gone). */
+  async cancelReason(taskId: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('tasks')
+      .select('cancel_reason')
+      .where('id', '=', taskId)
+      .executeTakeFirst();
+    return row?.cancel_reason ?? undefined;
   }
 
   async get(id: string): Promise<TaskRow | undefined> {
@@ -132,14 +251,18 @@ export class TaskStore {
   }
 
   async unfinishedIds(): Promise<string[]> {
-    const rows = await this.db
+    return (await this.unfinished()).map((r) => r.id);
+  }
+
+  /** Every task not finished yet with its account, oldest first: the work to queue at start. */
+  async unfinished(): Promise<{ id: string; account_id: string }[]> {
+    return this.db
       .selectFrom('tasks')
-      .select('id')
+      .select(['id', 'account_id'])
       .where('status', 'in', ['pending', 'processing'])
       .orderBy('created_at')
       .orderBy('id')
       .execute();
-    return rows.map((r) => r.id);
   }
 
   /**
@@ -148,7 +271,50 @@ export class TaskStore {
    * earlier holder left processing restart. Undefined when the task is gone or already finished.
    */
   async claim(taskId: string, token: string, workerUrl: string): Promise<TaskRow | undefined> {
-    return this.db.transaction().execute(async (trx) => {
+    const outcome = await this.claimWithin(taskId, token, workerUrl, 0);
+    return outcome.kind === 'claimed' ? outcome.task : undefined;
+  }
+
+  /**
+   * `claim`, but within the account's concurrency limit (`maxConcurrent` tasks processing at once,
+   * 0 = unlimited), counted under the account's row lock so that every node agrees; and a task
+   * whose cancellation was asked for is failed with the reason instead of claimed.
+   */
+  async claimWithin(
+    taskId: string,
+    token: string,
+    workerUrl: string,
+    maxConcurrent: number,
+  ): Promise<ClaimOutcome> {
+    return this.db.transaction().execute(async (trx): Promise<ClaimOutcome> => {
+      const current = await trx
+        .selectFrom('tasks')
+        .select(['account_id', 'cancel_reason'])
+        .where('id', '=', taskId)
+        .where('status', 'in', ['pending', 'processing'])
+        .executeTakeFirst();
+      if (current === undefined) return { kind: 'gone' };
+      if (current.cancel_reason !== null) {
+        // Fenced like a holder's write: a stale holder of the task can no longer write.
+        const cancelled = await trx
+          .updateTable('tasks')
+          .set({ status: 'failed', error: current.cancel_reason, lease_token: token, updated_at: new Date() })
+          .where('id', '=', taskId)
+          .where('status', 'in', ['pending', 'processing'])
+          .executeTakeFirst();
+        return cancelled.numUpdatedRows > 0n ? { kind: 'cancelled' } : { kind: 'gone' };
+      }
+      if (maxConcurrent > 0) {
+        await lockAccount(trx, current.account_id);
+        const others = await trx
+          .selectFrom('tasks')
+          .select((eb) => eb.fn.countAll<number | string | bigint>().as('n'))
+          .where('account_id', '=', current.account_id)
+          .where('status', '=', 'processing')
+          .where('id', '<>', taskId)
+          .executeTakeFirstOrThrow();
+        if (Number(others.n) >= maxConcurrent) return { kind: 'busy' };
+      }
       const task = await trx
         .updateTable('tasks')
         .set((eb) => ({
@@ -162,14 +328,14 @@ export class TaskStore {
         .where('status', 'in', ['pending', 'processing'])
         .returningAll()
         .executeTakeFirst();
-      if (task === undefined) return undefined;
+      if (task === undefined) return { kind: 'gone' };
       await trx
         .updateTable('task_contents')
         .set({ status: 'pending' })
         .where('task_id', '=', taskId)
         .where('status', '=', 'processing')
         .execute();
-      return task;
+      return { kind: 'claimed', task };
     });
   }
 
@@ -271,6 +437,32 @@ export class TaskStore {
       }
     });
   }
+}
+
+/** Locks an account's row: admissions and claims of one account wait for each other, on every node. */
+async function lockAccount(trx: Transaction<Database>, accountId: string): Promise<void> {
+  // NO KEY UPDATE: inserts elsewhere that only reference the account (KEY SHARE) are not blocked.
+  await trx.selectFrom('accounts').select('id').where('id', '=', accountId).forNoKeyUpdate().execute();
+}
+
+async function countTasks(db: Kysely<Database>, accountId: string, statuses: TaskStatus[]): Promise<number> {
+  const row = await db
+    .selectFrom('tasks')
+    .select((eb) => eb.fn.countAll<number | string | bigint>().as('n'))
+    .where('account_id', '=', accountId)
+    .where('status', 'in', statuses)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+async function charactersOn(db: Kysely<Database>, accountId: string, day: string): Promise<number> {
+  const row = await db
+    .selectFrom('account_daily_usage')
+    .select('characters')
+    .where('account_id', '=', accountId)
+    .where('day', '=', day)
+    .executeTakeFirst();
+  return Number(row?.characters ?? 0);
 }
 
 /**

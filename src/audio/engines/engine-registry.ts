@@ -1,9 +1,18 @@
 /**
  * Maps a voice's binding to the engine that speaks it. The embedded espeak engine (and its worker
  * threads) starts on first use; remote engines exist only for operator-configured endpoint names.
+ * Every engine handed out bounds each call by a total deadline (issue 11 finding 4): a call that
+ * outlives it is aborted and fails with a tenant-safe EngineCallError('timeout').
  */
+import { CallDeadline } from '../../common/call-deadline.js';
 import { errors } from '../../errors/app-error.js';
-import type { SpeechEngine, VoiceBinding } from './engine.js';
+import {
+  DEFAULT_ENGINE_TIMEOUTS,
+  EngineCallError,
+  type EngineTimeouts,
+  type SpeechEngine,
+  type VoiceBinding,
+} from './engine.js';
 import { createEspeakEngine, validateEspeakBinding, type EspeakEngine } from './espeak.engine.js';
 import { createOpenAiEngine, type RemoteEndpoint } from './openai.engine.js';
 
@@ -13,6 +22,8 @@ export interface EngineRegistryOptions {
   remoteEndpoints: Record<string, RemoteEndpoint>;
   /** espeak worker threads (default min(2, cores)). */
   synthesisThreads?: number;
+  /** Time limits of each engine call (default DEFAULT_ENGINE_TIMEOUTS). */
+  timeouts?: EngineTimeouts;
 }
 
 /** The engines of one service instance; `close()` on shutdown. */
@@ -27,7 +38,9 @@ export interface EngineRegistry {
 
 /** Builds the registry from the operator configuration. */
 export function createEngineRegistry(options: EngineRegistryOptions): EngineRegistry {
+  const timeouts = options.timeouts ?? DEFAULT_ENGINE_TIMEOUTS;
   let espeak: EspeakEngine | undefined;
+  let espeakBounded: SpeechEngine | undefined;
   const remotes = new Map<string, SpeechEngine>();
 
   const remoteFor = (name: string): SpeechEngine => {
@@ -38,7 +51,7 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
         ? options.remoteEndpoints[name]
         : undefined;
       if (endpoint === undefined) throw errors.invalidValue(`unknown remote TTS endpoint "${name}"`);
-      engine = createOpenAiEngine(name, endpoint);
+      engine = withCallDeadline(createOpenAiEngine(name, endpoint, timeouts), name, timeouts.callMs);
       remotes.set(name, engine);
     }
     return engine;
@@ -51,7 +64,8 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
           espeak ??= createEspeakEngine(
             options.synthesisThreads === undefined ? {} : { threads: options.synthesisThreads },
           );
-          return espeak;
+          espeakBounded ??= withCallDeadline(espeak, 'espeak', timeouts.callMs);
+          return espeakBounded;
         case 'remote':
           return remoteFor(binding.endpoint);
       }
@@ -70,6 +84,33 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
     async close() {
       await espeak?.close();
       espeak = undefined;
+      espeakBounded = undefined;
+    },
+  };
+}
+
+/**
+ * `engine` whose every call is aborted after `callMs` (a stalled body included); the caller's
+ * signal still stops it first with its own reason (lease lost, task cancelled).
+ */
+export function withCallDeadline(engine: SpeechEngine, name: string, callMs: number): SpeechEngine {
+  return {
+    async *synthesize(req, signal) {
+      const deadline = new CallDeadline(signal, callMs);
+      try {
+        yield* engine.synthesize(req, deadline.signal);
+      } catch (err) {
+        const exceeded = deadline.exceeded;
+        if (
+          exceeded === undefined ||
+          signal.aborted ||
+          (err instanceof EngineCallError && err.kind === 'timeout')
+        )
+          throw err;
+        throw new EngineCallError('timeout', { engine: name, reason: exceeded.message }, err);
+      } finally {
+        deadline.clear();
+      }
     },
   };
 }

@@ -2,6 +2,7 @@
  * The one interface every speech engine implements: text in, canonical PCM (44.1 kHz mono s16)
  * out, progressively, so the stream can start encoding before the whole text is synthesised.
  */
+import { AppError } from '../../errors/app-error.js';
 
 /** Which engine speaks a voice, and with which engine-specific settings (stored on the voice). */
 export type VoiceBinding =
@@ -42,3 +43,57 @@ export interface SpeechEngine {
 
 /** Lowest and highest accepted speechRate (duration multiplier). */
 export const SPEECH_RATE_RANGE = { min: 0.5, max: 2 } as const;
+
+/** Time limits of one engine call (one piece); remote engines also bound connect and first byte. */
+export interface EngineTimeouts {
+  /** Until the TCP (and TLS) connection to a remote engine is up. */
+  connectMs: number;
+  /** From connected until a remote engine's response headers arrive. */
+  firstByteMs: number;
+  /** The whole call, a stalled body included: after it the call is aborted and the piece fails. */
+  callMs: number;
+}
+
+/** Defaults of ENGINE_CONNECT_TIMEOUT_MS, ENGINE_FIRST_BYTE_TIMEOUT_MS and ENGINE_CALL_TIMEOUT_MS. */
+export const DEFAULT_ENGINE_TIMEOUTS: EngineTimeouts = {
+  connectMs: 10_000,
+  firstByteMs: 30_000,
+  callMs: 120_000,
+};
+
+/** What operators need to know about a failed engine call (logged, never shown to tenants). */
+export interface EngineFailureDetail {
+  /** The engine: 'espeak', or the operator's endpoint name. */
+  engine: string;
+  /** Endpoint URL without credentials or query. */
+  url?: string;
+  /** Upstream HTTP status. */
+  status?: number;
+  /** Start of the upstream body (first 512 bytes), secrets redacted. */
+  body?: string;
+  /** What went wrong, e.g. 'answered HTTP 500', 'the first byte time limit of 30000 ms passed'. */
+  reason: string;
+}
+
+/** Tenant-visible message of an engine that failed. */
+export const ENGINE_FAILED_MESSAGE = 'the speech engine failed (engine error)';
+/** Tenant-visible message of an engine call that ran out of time. */
+export const ENGINE_TIMEOUT_MESSAGE = 'the speech engine did not answer in time';
+
+/**
+ * An engine call failed (TTS_GENERATE_FAILED). Its message is generic, safe to show tenants; the
+ * operator's detail (URL, status, upstream body) is in `detail`, which loggers print with the error.
+ */
+export class EngineCallError extends AppError {
+  constructor(
+    /** 'timeout' when a time limit passed, 'failed' otherwise. */
+    readonly kind: 'failed' | 'timeout',
+    readonly detail: EngineFailureDetail,
+    cause?: unknown,
+  ) {
+    super('TTS_GENERATE_FAILED', kind === 'timeout' ? ENGINE_TIMEOUT_MESSAGE : ENGINE_FAILED_MESSAGE, {
+      cause,
+    });
+    this.name = 'EngineCallError';
+  }
+}

@@ -6,9 +6,15 @@
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
-import { AppError, errors } from '../../errors/app-error.js';
+import { errors } from '../../errors/app-error.js';
 import { siblingModuleUrl, workerExecArgv } from '../worker-url.js';
-import { SPEECH_RATE_RANGE, type SpeechEngine, type SynthesisRequest, type VoiceBinding } from './engine.js';
+import {
+  EngineCallError,
+  SPEECH_RATE_RANGE,
+  type SpeechEngine,
+  type SynthesisRequest,
+  type VoiceBinding,
+} from './engine.js';
 import type { EspeakCatalogue, SynthesizeTask } from './espeak.worker.js';
 import { splitSentences } from './sentences.js';
 
@@ -149,9 +155,11 @@ class PooledEspeakEngine implements EspeakEngine {
       next = start(i + 1);
       let pcm: Int16Array;
       try {
-        pcm = await current;
+        // A stuck worker must not hold the caller past its deadline: stop waiting on abort.
+        pcm = await untilAborted(current, signal);
       } catch (err) {
-        throw new AppError('TTS_GENERATE_FAILED', 'espeak-ng synthesis failed', { cause: err });
+        signal.throwIfAborted();
+        throw new EngineCallError('failed', { engine: 'espeak', reason: describe(err) }, err);
       }
       signal.throwIfAborted();
       yield pcm;
@@ -161,4 +169,28 @@ class PooledEspeakEngine implements EspeakEngine {
   async close(): Promise<void> {
     await this.pool.destroy();
   }
+}
+
+/** `work`, or a rejection with the abort reason as soon as `signal` aborts (work runs on, ignored). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const settle = (): void => signal.removeEventListener('abort', onAbort);
+    void work.then(
+      (value) => {
+        settle();
+        resolve(value);
+      },
+      (err: Error) => {
+        settle();
+        reject(err);
+      },
+    );
+  });
+}
+
+function describe(err: unknown): string {
+  return `espeak-ng synthesis failed (${err instanceof Error ? err.message : String(err)})`;
 }

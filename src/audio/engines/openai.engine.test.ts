@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -11,8 +11,15 @@ import { isAppError } from '../../errors/app-error.js';
 import { encodePiece } from '../continuous-encoder.js';
 import { createEncoderPool } from '../encoder-pool.js';
 import { concatPcm, pcmToBuffer } from '../pcm.js';
-import type { SynthesisRequest } from './engine.js';
+import {
+  ENGINE_FAILED_MESSAGE,
+  ENGINE_TIMEOUT_MESSAGE,
+  EngineCallError,
+  type EngineFailureDetail,
+  type SynthesisRequest,
+} from './engine.js';
 import { createEngineRegistry } from './engine-registry.js';
+import { redactSecrets } from './openai.engine.js';
 
 type Handler = (req: IncomingMessage, body: string, res: ServerResponse) => void;
 let handler: Handler = (_req, _body, res) => res.writeHead(404).end();
@@ -110,13 +117,19 @@ async function ffmpegMp3(pcm: Int16Array, rate: number): Promise<Buffer> {
   }
 }
 
+/** A tenant-safe engine failure (generic message) whose operator detail matches `reason`. */
 const failedWith =
-  (pattern: RegExp) =>
-  (err: unknown): boolean =>
-    isAppError(err) &&
-    err.code === 'TTS_GENERATE_FAILED' &&
-    pattern.test(err.message) &&
-    !err.message.includes('127.0.0.1');
+  (kind: 'failed' | 'timeout', reason: RegExp, detail: Partial<EngineFailureDetail> = {}) =>
+  (err: unknown): boolean => {
+    assert.ok(err instanceof EngineCallError, `not an EngineCallError: ${String(err)}`);
+    assert.equal(err.code, 'TTS_GENERATE_FAILED');
+    assert.equal(err.kind, kind);
+    assert.equal(err.message, kind === 'failed' ? ENGINE_FAILED_MESSAGE : ENGINE_TIMEOUT_MESSAGE);
+    assert.match(err.detail.reason, reason);
+    for (const [key, value] of Object.entries(detail))
+      assert.equal(err.detail[key as keyof EngineFailureDetail], value, key);
+    return true;
+  };
 
 describe('remote OpenAI-compatible engine', () => {
   it('posts the OpenAI request and streams the decoded MP3 back as canonical PCM', async () => {
@@ -161,20 +174,46 @@ describe('remote OpenAI-compatible engine', () => {
       res.writeHead(200, { 'content-type': 'audio/mpeg', 'content-length': String(mp3.length) });
       res.write(mp3.subarray(0, mp3.length >> 1), () => res.socket?.destroy());
     };
-    await assert.rejects(speak(), failedWith(/connection lost/));
+    await assert.rejects(speak(), failedWith('failed', /connection lost/, { status: 200 }));
   });
 
-  it('fails with TTS_GENERATE_FAILED on an HTTP error, quoting the status but not the URL', async () => {
+  it('fails with a generic error on an HTTP error; status, URL and body are the operator detail', async () => {
     handler = (_req, _body, res) =>
       res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"overloaded"}');
-    await assert.rejects(speak(), failedWith(/"local".*HTTP 500.*overloaded/));
+    await assert.rejects(
+      speak(),
+      failedWith('failed', /answered HTTP 500/, {
+        engine: 'local',
+        status: 500,
+        url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/audio/speech`,
+        body: '{"error":"overloaded"}',
+      }),
+    );
   });
 
-  it('fails with TTS_GENERATE_FAILED when the endpoint is unreachable or sends no audio', async () => {
-    await assert.rejects(speak({ voice: { ...REMOTE, endpoint: 'closed' } }), failedWith(/request failed/));
+  it('redacts the API key an upstream echoes in its error body, and keeps 512 bytes of it', async () => {
+    handler = (req, _body, res) =>
+      res
+        .writeHead(401, { 'content-type': 'application/json' })
+        .end(`{"error":"bad key","echo":"${String(req.headers.authorization)}","pad":"${'x'.repeat(2000)}"}`);
+    await assert.rejects(speak(), (err: unknown) => {
+      failedWith('failed', /answered HTTP 401/, { status: 401 })(err);
+      const { body } = (err as EngineCallError).detail;
+      assert.ok(body?.startsWith('{"error":"bad key","echo":"Bearer [redacted]"'), body);
+      assert.equal(Buffer.byteLength(body ?? ''), 512);
+      assert.ok(!JSON.stringify(err).includes('sk-test') && !String(err).includes('sk-test'));
+      return true;
+    });
+  });
+
+  it('fails with a generic error when the endpoint is unreachable or sends no audio', async () => {
+    await assert.rejects(
+      speak({ voice: { ...REMOTE, endpoint: 'closed' } }),
+      failedWith('failed', /request failed/, { engine: 'closed' }),
+    );
     handler = (_req, _body, res) =>
       res.writeHead(200, { 'content-type': 'audio/mpeg' }).end('{"not":"audio"}');
-    await assert.rejects(speak(), failedWith(/no decodable audio|without any decodable audio|undecodable/));
+    await assert.rejects(speak(), failedWith('failed', /without any decodable audio|undecodable/));
   });
 
   it('stops with the abort reason, not as an engine failure', async () => {
@@ -191,6 +230,19 @@ describe('remote OpenAI-compatible engine', () => {
       (err) => err === reason,
     );
   });
+});
+
+describe('redactSecrets', () => {
+  const cases: [string, string][] = [
+    ['key sk-test-endpoint-key here', 'key [redacted] here'],
+    ['{"auth":"Bearer abc.def"}', '{"auth":"Bearer [redacted]"}'],
+    ['authorization: bearer xyz, next', 'authorization: bearer [redacted], next'],
+    ['other sk-abcdefgh12345678 key', 'other [redacted] key'],
+    ['nothing secret', 'nothing secret'],
+  ];
+  for (const [text, expected] of cases) {
+    it(JSON.stringify(text), () => assert.equal(redactSecrets(text, ['sk-test-endpoint-key']), expected));
+  }
 });
 
 describe('engine registry', () => {
@@ -210,5 +262,94 @@ describe('engine registry', () => {
   it('validates espeak bindings', async () => {
     await registry.validateBinding({ engine: 'espeak', voice: 'de', variant: 'm3', pitch: 40 });
     await assert.rejects(registry.validateBinding({ engine: 'espeak', voice: 'klingon' }), isInvalid);
+  });
+});
+
+describe('remote engine time limits (connect 300 ms, first byte 300 ms, call 1500 ms)', () => {
+  // Each upstream keeps its server-side sockets, so a test can wait until the engine closed them.
+  const sockets = new Set<Socket>();
+  const track = (socket: Socket): void => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  };
+  let respond: Handler = () => undefined;
+  const slow = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => respond(req, '', res));
+  });
+  slow.on('connection', track);
+  // Accepts TCP but never speaks TLS: an https endpoint here never finishes connecting.
+  const silentTcp = createNetServer((socket) => {
+    track(socket);
+    socket.resume(); // reads (and ignores) the ClientHello, so it sees the client's close
+  });
+  let limited = createEngineRegistry({ remoteEndpoints: {} });
+
+  before(async () => {
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => silentTcp.listen(0, '127.0.0.1', resolve));
+    limited = createEngineRegistry({
+      remoteEndpoints: {
+        slow: { baseUrl: `http://127.0.0.1:${(slow.address() as AddressInfo).port}`, apiKey: 'sk-test' },
+        tls: { baseUrl: `https://127.0.0.1:${(silentTcp.address() as AddressInfo).port}` },
+      },
+      timeouts: { connectMs: 300, firstByteMs: 300, callMs: 1500 },
+    });
+  });
+
+  after(async () => {
+    for (const socket of sockets) socket.destroy();
+    await limited.close();
+    await new Promise((resolve) => slow.close(resolve));
+    await new Promise((resolve) => silentTcp.close(resolve));
+  });
+
+  async function speakLimited(endpoint: string, signal = new AbortController().signal): Promise<void> {
+    const voice = { engine: 'remote', endpoint, voice: 'alloy' } as const;
+    for await (const _ of limited.engineFor(voice).synthesize({ text: 'x', voice, speechRate: 1 }, signal));
+  }
+
+  /** Waits (at most 5 s) until the engine has closed every connection it opened. */
+  async function allClosed(): Promise<void> {
+    const deadline = AbortSignal.timeout(5000);
+    while (sockets.size > 0) {
+      if (deadline.aborted) assert.fail(`${sockets.size} upstream connection(s) left open`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  it('a connection that never completes (TLS handshake unanswered) hits the connect limit', async () => {
+    await assert.rejects(speakLimited('tls'), failedWith('timeout', /connect time limit of 300 ms/));
+    await allClosed();
+  });
+
+  it('an upstream that never sends its headers hits the first-byte limit', async () => {
+    respond = () => undefined;
+    await assert.rejects(speakLimited('slow'), failedWith('timeout', /first byte time limit of 300 ms/));
+    await allClosed();
+  });
+
+  it('a body that stalls mid-stream hits the total limit of the call', async () => {
+    respond = (_req, _body, res) => {
+      res.writeHead(200, { 'content-type': 'audio/mpeg' });
+      res.write(mp3.subarray(0, mp3.length >> 1));
+    };
+    await assert.rejects(
+      speakLimited('slow'),
+      failedWith('timeout', /total time limit of 1500 ms/, { engine: 'slow', status: undefined }),
+    );
+    await allClosed();
+  });
+
+  it("the caller's abort stops a waiting call at once, with the caller's reason", async () => {
+    respond = () => undefined;
+    const ac = new AbortController();
+    const reason = new Error('task cancelled');
+    const call = speakLimited('slow', ac.signal);
+    // Abort once the request reached the upstream.
+    while (sockets.size === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    ac.abort(reason);
+    await assert.rejects(call, (err) => err === reason);
+    await allClosed();
   });
 });

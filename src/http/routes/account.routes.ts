@@ -1,11 +1,25 @@
-/** GET /api/account/info: the authenticated account. */
+/**
+ * GET /api/account/info: the authenticated account, with its quotas and current usage (issue 11
+ * finding 3). The hosted API's clients read the account from top-level `user`; our envelope's
+ * `data` carries the same object.
+ */
 import type { FastifyInstance } from 'fastify';
+import type { AccountQuotaReport } from '../../tasks/task-service.js';
 import { accountOf } from '../auth.js';
 import { ok } from '../envelope.js';
 
-export async function accountRoutes(app: FastifyInstance): Promise<void> {
-  app.get('/api/account/info', async (request) => {
-    const account = accountOf(request);
-    return ok({ id: account.id, name: account.name, createdAt: account.createdAt.toISOString() });
-  });
+/** The account info routes; `quotaReport` gives an account's quotas and usage. */
+export function accountRoutes(quotaReport: (accountId: string) => Promise<AccountQuotaReport>) {
+  return async (app: FastifyInstance): Promise<void> => {
+    app.get('/api/account/info', async (request) => {
+      const account = accountOf(request);
+      const user = {
+        id: account.id,
+        name: account.name,
+        createdAt: account.createdAt.toISOString(),
+        ...(await quotaReport(account.id)),
+      };
+      return { ...ok(user), user };
+    });
+  };
 }

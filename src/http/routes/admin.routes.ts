@@ -3,11 +3,25 @@
  * token alone. `:account` is an account id or name. Without an admin token the routes are not
  * registered at all, so /admin answers 404 RESOURCE_NOT_FOUND like any unknown path.
  * Revocation is `POST /admin/keys/:keyId/revoke` (a revoked key stays listed, so it is no delete).
+ * Rate-limited per client address, counted before the token is checked (issue 11 finding 6).
  */
 import type { FastifyInstance } from 'fastify';
 import type { AdminService } from '../../admin/admin-service.js';
 import { adminAuth } from '../admin-auth.js';
 import { ok, okNoData } from '../envelope.js';
+import {
+  addRouteOnRequestHook,
+  clientAddressKey,
+  registerRateLimit,
+  type RateLimitStore,
+} from '../rate-limit.js';
+
+/** Rate-limit settings of the admin routes (requests per client address and window). */
+export interface AdminRouteOptions {
+  rateLimitMax: number;
+  rateLimitWindowMs: number;
+  rateLimitStore: RateLimitStore;
+}
 
 interface AccountParams {
   account: string;
@@ -18,10 +32,20 @@ interface KeyParams {
 }
 
 /** Registers the /admin routes behind `adminToken`; none when it is undefined. */
-export function adminRoutes(admin: AdminService, adminToken: string | undefined) {
+export function adminRoutes(admin: AdminService, adminToken: string | undefined, options: AdminRouteOptions) {
   return async (app: FastifyInstance): Promise<void> => {
     if (adminToken === undefined) return;
-    app.addHook('onRequest', adminAuth(adminToken));
+    await registerRateLimit(
+      app,
+      {
+        name: 'admin',
+        max: options.rateLimitMax,
+        windowMs: options.rateLimitWindowMs,
+        keyGenerator: clientAddressKey,
+      },
+      options.rateLimitStore,
+    );
+    addRouteOnRequestHook(app, adminAuth(adminToken));
 
     app.post('/admin/accounts', async (request) => ok(await admin.createAccount(request.body)));
 

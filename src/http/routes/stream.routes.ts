@@ -1,15 +1,16 @@
 /**
  * The four stream endpoints (spec 4.1, 4.2). Registered outside the bearer-auth scope: the only
  * credential is the task's `auth` query token (spec 5 rule 2), so a bearer header neither helps nor
- * hurts. Rate-limited per task and client address. GET and HEAD of stream.mp3 are registered
+ * hurts. Rate-limited per client address: never per task id, which a client can make up at will
+ * (issue 11 finding 7); sessions per task are bounded by the stream service. GET and HEAD of stream.mp3 are registered
  * separately: Fastify's automatic HEAD would run the GET handler and follow the stream.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { RELAY_HEADER } from '../../stream/session-relay.js';
 import type { StreamService } from '../../stream/stream-service.js';
 import { ok } from '../envelope.js';
-import { registerRateLimit, type RateLimitStore } from '../rate-limit.js';
-import { sendStreamResponse } from '../reply-plan.js';
+import { clientAddressKey, registerRateLimit, type RateLimitStore } from '../rate-limit.js';
+import { plannedRequestHeaders, sendStreamResponse } from '../reply-plan.js';
 
 /** Rate-limit settings of the stream endpoints. */
 export interface StreamRouteOptions {
@@ -29,21 +30,11 @@ type Query = Record<string, unknown>;
 
 const BASE = '/api/tts/generate/:id';
 
-/** Rate-limit key: one bucket per task and client address. */
-function rateLimitKey(request: FastifyRequest): string {
-  const { id } = request.params as Partial<TaskParams>;
-  return `stream:${id ?? ''}:${request.ip}`;
-}
-
 /** An AbortSignal that fires when the response is closed (finished, or the client went away). */
 function closeSignal(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
   reply.raw.once('close', () => controller.abort(new Error('client closed the connection')));
   return controller.signal;
-}
-
-function header(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value.join(', ') : value;
 }
 
 /** Registers the stream endpoints and their rate limit in an encapsulated plugin. */
@@ -55,7 +46,7 @@ export function streamRoutes(stream: StreamService, options: StreamRouteOptions)
         name: 'stream',
         max: options.rateLimitMax,
         windowMs: options.rateLimitWindowMs,
-        keyGenerator: rateLimitKey,
+        keyGenerator: clientAddressKey,
       },
       options.rateLimitStore,
     );
@@ -72,8 +63,8 @@ export function streamRoutes(stream: StreamService, options: StreamRouteOptions)
           taskId: request.params.id ?? '',
           contentIndex: request.params.contentIndex,
           query: request.query,
-          rangeHeader: header(request.headers.range),
-          ifRangeHeader: header(request.headers['if-range']),
+          // Range, If-Range and the RFC 9110 §13.1 preconditions (If-Match, If-None-Match, …).
+          ...plannedRequestHeaders(request.headers),
           signal,
           relayed: request.headers[RELAY_HEADER] === '1',
         });

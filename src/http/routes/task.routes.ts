@@ -1,4 +1,7 @@
-/** Generation task routes (decisions §4): create, detail, list, delete. Bearer-protected. */
+/**
+ * Generation task routes (decisions §4): create, detail, list, delete, and our extension
+ * `POST /api/tts/generate/{id}/cancel` (issue 11 finding 3). Bearer-protected.
+ */
 import type { FastifyInstance } from 'fastify';
 import type { SplitterService } from '../../splitter/splitter-service.js';
 import type { TaskService } from '../../tasks/task-service.js';
@@ -24,6 +27,11 @@ export function taskRoutes(tasks: TaskService, splitters: SplitterService) {
     app.get<{ Params: IdParams; Querystring: { stream?: string } }>(
       '/api/tts/generate/:id',
       async (request) => ok(await tasks.get(accountOf(request).id, request.params.id, request.query)),
+    );
+
+    // Cancels a pending or processing task; answers the task record (status failed once stopped).
+    app.post<{ Params: IdParams }>('/api/tts/generate/:id/cancel', async (request) =>
+      ok(await tasks.cancel(accountOf(request).id, request.params.id)),
     );
 
     app.delete<{ Params: IdParams }>('/api/tts/generate/:id', async (request) => {

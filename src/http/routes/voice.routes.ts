@@ -50,8 +50,9 @@ export function voiceRoutes(voices: VoiceService, uploadLimitBytes: number) {
       });
 
       app.put<{ Params: IdParams }>(`${prefix}/:id/lora`, async (request) => {
-        const body = request.body as Readable | undefined;
-        if (body === undefined || typeof (body as Partial<Readable>).pipe !== 'function') {
+        const body = request.body as Readable | null | undefined;
+        // JSON bodies (`null`, objects) are not archives: only the stream parsers give a Readable.
+        if (body === undefined || body === null || typeof (body as Partial<Readable>).pipe !== 'function') {
           throw new AppError(
             'VALIDATION_INVALID_FORMAT',
             'send the archive as application/zip or application/octet-stream',

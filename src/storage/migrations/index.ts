@@ -3,9 +3,11 @@ import type { Migration } from 'kysely';
 import * as foundation from './0001-foundation.js';
 import * as tasks from './0002-tasks.js';
 import * as taskLeases from './0003-task-leases.js';
+import * as accountQuotas from './0004-account-quotas.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-foundation': foundation,
   '0002-tasks': tasks,
   '0003-task-leases': taskLeases,
+  '0004-account-quotas': accountQuotas,
 };
