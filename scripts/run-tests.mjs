@@ -41,9 +41,26 @@ for (const line of servers.stdout.split('\n')) {
   if (match) env[match[1]] ??= match[2];
 }
 const concurrency = process.env.TEST_CONCURRENCY ?? '2';
+// A hung test fails after TEST_TIMEOUT_MS; a test file that never exits (a handle left open)
+// fails the whole run after RUN_TIMEOUT_MS instead of holding CI until its own limit.
+const testTimeoutMs = process.env.TEST_TIMEOUT_MS ?? String(10 * 60_000);
+const runTimeoutMs = Number(process.env.RUN_TIMEOUT_MS ?? 55 * 60_000);
 const result = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
-  { stdio: 'inherit', env },
+  [
+    '--import',
+    'tsx',
+    '--test',
+    `--test-concurrency=${concurrency}`,
+    `--test-timeout=${testTimeoutMs}`,
+    '--test-reporter=spec',
+    ...files,
+  ],
+  { stdio: 'inherit', env, timeout: runTimeoutMs, killSignal: 'SIGKILL' },
 );
+if (result.error !== undefined) {
+  console.error(`the test run did not finish within ${String(runTimeoutMs)} ms: ${result.error.message}`);
+  console.error('a test file kept its process alive after its tests (an open handle) or hung');
+  process.exit(1);
+}
 process.exit(result.status ?? 1);
