@@ -37,12 +37,31 @@ function toneMp3(hz: number, seconds: number): Promise<Buffer> {
   return mp3;
 }
 
-/** OpenAI-compatible upstream: the input `tone HZ SECONDS` answers that tone, 4 KiB every 25 ms. */
+/** Held upstream answers: `held HZ SECONDS` sends its first half, then waits for release(). */
+const held = new Map<string, { release: () => void; released: Promise<void> }>();
+function holdFor(input: string): { release: () => void; released: Promise<void> } {
+  let entry = held.get(input);
+  if (entry === undefined) {
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    entry = { release, released };
+    held.set(input, entry);
+  }
+  return entry;
+}
+/** Speech request bodies the upstream received, by input. */
+const upstreamBodies = new Map<string, Record<string, unknown>>();
+
+/**
+ * OpenAI-compatible upstream: the input `tone HZ SECONDS` answers that tone, 4 KiB every 25 ms;
+ * `held HZ SECONDS` the same, but only its first half until the test releases it.
+ */
 async function answerUpstream(input: string, res: ServerResponse): Promise<void> {
-  const [, hz, seconds] = input.split(' ');
+  const [kind, hz, seconds] = input.split(' ');
   const mp3 = await toneMp3(Number(hz), Number(seconds));
   res.writeHead(200, { 'content-type': 'audio/mpeg' });
   for (let o = 0; o < mp3.length; o += 4096) {
+    if (kind === 'held' && o >= mp3.length >> 1) await holdFor(input).released;
     if (!res.write(mp3.subarray(o, Math.min(mp3.length, o + 4096)))) {
       await new Promise((r) => res.once('drain', r));
     }
@@ -55,8 +74,11 @@ const upstream = createServer((req, res) => {
   const parts: Buffer[] = [];
   req.on('data', (c: Buffer) => parts.push(c));
   req.on('end', () => {
-    const { input } = JSON.parse(Buffer.concat(parts).toString('utf8')) as { input: string };
-    answerUpstream(input, res).catch(() => res.destroy());
+    const body = JSON.parse(Buffer.concat(parts).toString('utf8')) as Record<string, unknown> & {
+      input: string;
+    };
+    upstreamBodies.set(body.input, body);
+    answerUpstream(body.input, res).catch(() => res.destroy());
   });
 });
 
@@ -83,6 +105,7 @@ before(async () => {
 });
 
 after(async () => {
+  for (const { release } of held.values()) release();
   await database.end();
   await cluster.close();
   await new Promise((resolve) => upstream.close(resolve));
@@ -407,6 +430,44 @@ describe('two nodes behind nginx (round robin, no sticky sessions)', () => {
       assert.equal(await ffmpegErrors(mp3), '');
       assert.ok(Math.abs((await probeAudio(mp3)).durationSeconds - 2) < 0.1);
     }
+  });
+
+  it("forwards an instruct piece's upstream MP3 unchanged on either node, relayed from its generator (spec §8)", async () => {
+    const { key } = await newTenant();
+    const voiceId = await remoteVoice(key);
+    const relaysBefore = await clusterTotal('voicegen_stream_relay_runs');
+    const input = 'held 480 6';
+    const id = await createTask(key, {
+      contents: [{ type: 'text', text: input, voiceId, instruct_mode: true }],
+    });
+    const task = await waitTask(key, id, ['processing']);
+    const url = (task.streamUrl ?? assert.fail('no streamUrl')).replace('/stream.mp3?', '/0/stream.mp3?');
+    const { node: owner, other } = await generatorOf(id);
+    // Live on both nodes while the upstream holds the second half: the other node relays the owner's build.
+    const readers = [send(on(other, url)), send(on(owner, url)), send(on(other, url))];
+    const expected = await toneMp3(480, 6);
+    const early = await send(on(other, url), { headers: { range: 'bytes=0-999' } });
+    assert.equal(early.status, 206, early.body.toString());
+    assert.equal(early.headers['content-range'], 'bytes 0-999/*', 'live: the upstream still holds the rest');
+    assert.ok(early.body.equals(expected.subarray(0, 1000)));
+    holdFor(input).release();
+    const replies = await Promise.all(readers);
+    for (const reply of replies) {
+      assert.equal(reply.status, 200);
+      assert.equal(reply.truncated, false);
+      assert.equal(reply.headers.etag, early.headers.etag, 'one build, the same ETag on both nodes');
+      assert.ok(reply.body.equals(expected), 'the upstream bytes, unchanged');
+    }
+    assert.equal(upstreamBodies.get(input)?.sample_rate, 24000);
+    assert.equal(
+      (await clusterTotal('voicegen_stream_relay_runs')) - relaysBefore,
+      1,
+      'the other node relays the session once for all its readers',
+    );
+    // Finished: the stored per-piece audio is the same bytes, served by every node.
+    const done = await waitTask(key, id, ['generated']);
+    const stored = done.metadata.contents[0]?.audio ?? assert.fail('no piece audio');
+    for (const node of [nodeA, nodeB]) assert.ok((await send(on(node, stored))).body.equals(expected));
   });
 
   it('hands the task of a node stopped with SIGTERM to the other node', async () => {

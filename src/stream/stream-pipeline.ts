@@ -1,7 +1,8 @@
 /**
  * The audio pipeline of one stream session (spec §2.2, decisions §5): the PCM of the task's pieces
  * in index order as generation produces them, the silence after each (its `interval`) except the
- * last, all through ONE continuous MP3 encoder; or, per content, that piece alone.
+ * last, all through ONE continuous MP3 encoder; or, per content, that piece alone (an
+ * instruct/design piece's own engine MP3, when its engine delivered one).
  */
 import { encodeContinuous, encodePiece, type ContinuousPiece } from '../audio/continuous-encoder.js';
 import type { EncoderPool } from '../audio/encoder-pool.js';
@@ -48,16 +49,25 @@ export function fullTaskAudio(
 }
 
 /**
- * MP3 bytes of one content piece alone, encoded the same way (no silence). Every engine here
- * delivers PCM, so an instruct-mode piece is encoded too; forwarding an engine's own MP3 unchanged
- * (spec §8) needs an engine that produces MP3, which the service does not have.
+ * MP3 bytes of one content piece alone, encoded the same way (no silence). An instruct/design
+ * piece (`forwardEngineMp3`) whose engine delivered MP3 itself is that MP3, forwarded unchanged as
+ * generation receives it (spec §8: the engine's 24 kHz MP3, neither 320 kbps nor 44.1 kHz); when
+ * its engine delivers PCM only, it is encoded like any other piece.
  */
 export async function* contentAudio(
   deps: PipelineDeps,
   taskId: string,
   idx: number,
+  forwardEngineMp3: boolean,
   signal: AbortSignal,
 ): AsyncIterable<Uint8Array> {
+  if (forwardEngineMp3) {
+    const mp3 = await deps.pieces.openPieceMp3(taskId, idx, signal);
+    if (mp3 !== null) {
+      yield* mp3 as AsyncIterable<Uint8Array>;
+      return;
+    }
+  }
   const bytes = await deps.pieces.openPiece(taskId, idx, signal);
   yield* encodePiece(pcmChunks(bytes), deps.encoders.open(), signal);
 }

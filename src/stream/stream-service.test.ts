@@ -441,6 +441,36 @@ describe('stream sessions', () => {
     assert.equal(fx.service.pipelineRuns(), 3);
   });
 
+  test('an instruct piece with engine MP3 streams those bytes unchanged; without it, the piece is encoded', async () => {
+    fx.start();
+    const view = fx.addTask('t11', [0.5, 0.5]);
+    for (const piece of view.pieces) piece.instructMode = true;
+    const pcm = sine(0.5, 440);
+    // Piece 0: its engine delivered MP3 (stand-in bytes: the session forwards, never decodes).
+    const engineMp3 = Buffer.from(Array.from({ length: 50_000 }, (_, n) => (n * 7) % 251));
+    const writer = await fx.store.startPiece('t11', 0, { engineMp3: true });
+    const live = await fx.request('t11', { contentIndex: '0' });
+    const reading = collect(body(live));
+    for (let o = 0; o < engineMp3.length; o += 4096) await writer.appendMp3(engineMp3.subarray(o, o + 4096));
+    await writer.append(pcm);
+    await writer.finish();
+    fx.states.set('t11/0', 'generated');
+    fx.store.pieceRecorded('t11', 0);
+    assert.equal(sha(await reading), sha(engineMp3), 'forwarded byte for byte');
+    const finished = await fx.request('t11', { contentIndex: '0', rangeHeader: 'bytes=100-199' });
+    assert.equal(finished.status, 206);
+    assert.equal(finished.headers['Content-Range'], `bytes 100-199/${String(engineMp3.length)}`);
+    assert.ok((await collect(body(finished))).equals(engineMp3.subarray(100, 200)));
+
+    // Piece 1: instruct, but its engine delivered PCM only: encoded like any piece.
+    await fx.generatePiece('t11', 1, pcm);
+    const encoded = await fx.request('t11', { contentIndex: '1' });
+    assert.equal(sha(await collect(body(encoded))), sha(await expectedMp3([pcm], [0])));
+    // The full-task stream encodes the PCM of both pieces through one encoder, as always.
+    const full = await fx.request('t11');
+    assert.equal(sha(await collect(body(full))), sha(await expectedMp3([pcm, pcm], [0.5, 0])));
+  });
+
   test('close() aborts running pipelines and removes the cache directory', async () => {
     fx.start();
     fx.addTask('t10', [0.5]);

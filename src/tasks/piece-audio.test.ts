@@ -93,3 +93,71 @@ describe('piece audio work files', () => {
     });
   });
 });
+
+describe('engine MP3 of a piece (spec §8 instruct/design pieces)', () => {
+  async function readAll(reader: NodeJS.ReadableStream): Promise<Buffer> {
+    const parts: Buffer[] = [];
+    for await (const chunk of reader) parts.push(chunk as Buffer);
+    return Buffer.concat(parts);
+  }
+
+  it('is kept next to the PCM, followed while it grows, and read complete once recorded', async () => {
+    const events = new MemoryTaskEvents();
+    let status: PieceStatus = { piece: 'waiting', taskUnfinished: true };
+    const root = join(dir, 'engine-mp3');
+    const store = new PieceAudioStore(root, events, async () => status);
+    const opening = store.openPieceMp3('t', 0, new AbortController().signal);
+
+    const writer = await store.startPiece('t', 0, { engineMp3: true });
+    const reader = await opening;
+    assert.ok(reader, 'a piece started with engineMp3 has its MP3');
+    const reading = readAll(reader);
+    await writer.appendMp3(Buffer.from('ID3first'));
+    await writer.append(new Int16Array([1, 2]));
+    await writer.appendMp3(Buffer.from('-second'));
+    await writer.finish();
+    assert.equal((await reading).toString(), 'ID3first-second', 'the live reader got every byte as written');
+
+    status = { piece: 'generated', taskUnfinished: true };
+    store.pieceRecorded('t', 0);
+    const complete = await store.openPieceMp3('t', 0, new AbortController().signal);
+    assert.ok(complete);
+    assert.equal((await readAll(complete)).toString(), 'ID3first-second');
+    assert.equal((await readAll(store.readCompleteMp3('t', 0))).toString(), 'ID3first-second');
+    assert.equal((await readAll(await store.openPiece('t', 0, new AbortController().signal))).length, 4);
+  });
+
+  it('is null for a piece kept as PCM only, live or complete; appendMp3 is refused there', async () => {
+    let status: PieceStatus = { piece: 'waiting', taskUnfinished: true };
+    const store = new PieceAudioStore(join(dir, 'pcm-only'), new MemoryTaskEvents(), async () => status);
+    const writer = await store.startPiece('t', 0);
+    assert.equal(await store.openPieceMp3('t', 0, new AbortController().signal), null);
+    await assert.rejects(writer.appendMp3(Buffer.from('x')), /without engine MP3/);
+    await writer.append(new Int16Array([1]));
+    await writer.finish();
+    status = { piece: 'generated', taskUnfinished: true };
+    store.pieceRecorded('t', 0);
+    assert.equal(await store.openPieceMp3('t', 0, new AbortController().signal), null);
+  });
+
+  it('a restarted piece discards the MP3 of the earlier attempt; a failure reaches its readers', async () => {
+    const store = new PieceAudioStore(join(dir, 'restart'), new MemoryTaskEvents(), async () => ({
+      piece: 'waiting',
+      taskUnfinished: true,
+    }));
+    const first = await store.startPiece('t', 0, { engineMp3: true });
+    await first.appendMp3(Buffer.from('stale'));
+    const stale = await store.openPieceMp3('t', 0, new AbortController().signal);
+    assert.ok(stale);
+    const staleRead = readAll(stale);
+    first.fail(new Error('upstream cut'));
+    await assert.rejects(staleRead, /upstream cut/);
+
+    const second = await store.startPiece('t', 0, { engineMp3: true });
+    await second.appendMp3(Buffer.from('fresh'));
+    await second.finish();
+    const reader = await store.openPieceMp3('t', 0, new AbortController().signal);
+    assert.ok(reader);
+    assert.equal((await readAll(reader)).toString(), 'fresh');
+  });
+});

@@ -2,7 +2,9 @@
  * The canonical PCM (44.1 kHz mono s16) of every content piece, written by generation as it is
  * synthesised and read by stream sessions while it grows. A piece being generated in this process
  * is an append-only FsSessionCache (readers follow its growth); a finished piece is a complete file
- * under DATA_DIR/work. Readers wait on TaskEvents, never poll.
+ * under DATA_DIR/work. Readers wait on TaskEvents, never poll. An instruct/design piece whose
+ * engine delivers MP3 (spec §8) also keeps that MP3 unchanged, the same way, next to its PCM
+ * (`<idx>.mp3` beside `<idx>.pcm`): its per-content stream forwards those bytes.
  */
 import { createReadStream } from 'node:fs';
 import { access, mkdir, readdir, rm, stat } from 'node:fs/promises';
@@ -25,11 +27,26 @@ export interface PieceStatus {
 /** Looks up the persisted state of a piece (the task store). */
 export type PieceStateLookup = (taskId: string, idx: number) => Promise<PieceStatus>;
 
-/** Write side of one piece: append PCM bytes, then finish (or fail). */
+/** How a piece is kept while it is written. */
+export interface PieceStartOptions {
+  /** Keep the engine's own MP3 of the piece too (spec §8 instruct/design pieces), via `appendMp3`. */
+  engineMp3?: boolean;
+}
+
+/** Write side of one piece: append PCM bytes (and engine MP3 bytes), then finish (or fail). */
 export interface PieceWriter {
   append(pcm: Int16Array): Promise<void>;
+  /** Appends engine MP3 bytes unchanged; only for a piece started with `engineMp3`. */
+  appendMp3(mp3: Uint8Array): Promise<void>;
+  /** Completes the piece's MP3 (if kept), then its PCM. */
   finish(): Promise<void>;
   fail(err: Error): void;
+}
+
+/** The growing files of a piece being generated in this process. */
+interface LivePiece {
+  pcm: FsSessionCache;
+  mp3: FsSessionCache | null;
 }
 
 /** What stream sessions read: the PCM of a piece, following it while it is generated. */
@@ -39,10 +56,17 @@ export interface PieceAudioSource {
    * that ends when the piece is complete; rejects with TTS_GENERATE_FAILED if generation failed.
    */
   openPiece(taskId: string, idx: number, signal: AbortSignal): Promise<Readable>;
+  /**
+   * The engine's own MP3 of a piece (spec §8), like openPiece: waits until the piece has started
+   * (or is complete) and returns a stream of those bytes that follows the piece while it is
+   * generated; null when the piece is kept as PCM only (not an instruct piece, or an engine that
+   * delivers no MP3). Rejects like openPiece.
+   */
+  openPieceMp3(taskId: string, idx: number, signal: AbortSignal): Promise<Readable | null>;
 }
 
 export class PieceAudioStore implements PieceAudioSource {
-  private readonly live = new Map<string, FsSessionCache>();
+  private readonly live = new Map<string, LivePiece>();
 
   constructor(
     private readonly root: string,
@@ -58,24 +82,47 @@ export class PieceAudioStore implements PieceAudioSource {
     return join(this.dir(taskId), `${idx}.pcm`);
   }
 
+  private mp3Path(taskId: string, idx: number): string {
+    return join(this.dir(taskId), `${idx}.mp3`);
+  }
+
   /** The complete PCM of a piece generated on this node (generation reads it back to encode). */
   readComplete(taskId: string, idx: number, signal?: AbortSignal): Readable {
     return createReadStream(this.path(taskId, idx), signal === undefined ? {} : { signal });
   }
 
+  /** The complete engine MP3 of a piece started with `engineMp3` (generation stores it as the piece's audio). */
+  readCompleteMp3(taskId: string, idx: number, signal?: AbortSignal): Readable {
+    return createReadStream(this.mp3Path(taskId, idx), signal === undefined ? {} : { signal });
+  }
+
   /** Starts (or restarts) writing a piece; any earlier partial file of it is discarded. */
-  async startPiece(taskId: string, idx: number): Promise<PieceWriter> {
+  async startPiece(taskId: string, idx: number, options: PieceStartOptions = {}): Promise<PieceWriter> {
     const key = `${taskId}/${idx}`;
     await mkdir(this.dir(taskId), { recursive: true });
     await rm(this.path(taskId, idx), { force: true });
-    const cache = new FsSessionCache({ dir: this.dir(taskId), name: `${idx}.pcm` });
-    this.live.set(key, cache);
+    await rm(this.mp3Path(taskId, idx), { force: true });
+    const piece: LivePiece = {
+      pcm: new FsSessionCache({ dir: this.dir(taskId), name: `${idx}.pcm` }),
+      mp3:
+        options.engineMp3 === true ? new FsSessionCache({ dir: this.dir(taskId), name: `${idx}.mp3` }) : null,
+    };
+    this.live.set(key, piece);
     this.events.changed(taskId);
     return {
-      append: (pcm) => cache.append(new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength)),
-      finish: () => cache.finish(),
+      append: (pcm) => piece.pcm.append(new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength)),
+      appendMp3: (mp3) => {
+        if (piece.mp3 === null)
+          return Promise.reject(new Error(`piece ${key} was started without engine MP3`));
+        return piece.mp3.append(mp3);
+      },
+      finish: async () => {
+        await piece.mp3?.finish();
+        await piece.pcm.finish();
+      },
       fail: (err) => {
-        cache.fail(err);
+        piece.mp3?.fail(err);
+        piece.pcm.fail(err);
         this.live.delete(key);
         this.events.changed(taskId);
       },
@@ -89,15 +136,51 @@ export class PieceAudioStore implements PieceAudioSource {
   }
 
   async openPiece(taskId: string, idx: number, signal: AbortSignal): Promise<Readable> {
+    const { reader } = await this.whenStarted(taskId, signal, async () => {
+      const found = await this.locate(taskId, idx);
+      if (found === undefined) return undefined;
+      return {
+        reader:
+          found === 'complete'
+            ? this.readComplete(taskId, idx, signal)
+            : found.pcm.createReadStream(0, null, signal),
+      };
+    });
+    return reader;
+  }
+
+  async openPieceMp3(taskId: string, idx: number, signal: AbortSignal): Promise<Readable | null> {
+    const opened = await this.whenStarted(taskId, signal, async () => {
+      const found = await this.locate(taskId, idx);
+      if (found === undefined) return undefined;
+      if (found !== 'complete') return { reader: found.mp3?.createReadStream(0, null, signal) ?? null };
+      const kept = await access(this.mp3Path(taskId, idx)).then(
+        () => true,
+        () => false,
+      );
+      return { reader: kept ? this.readCompleteMp3(taskId, idx, signal) : null };
+    });
+    return opened.reader;
+  }
+
+  /**
+   * Retries `attempt` at every change of the task until it finds the piece (it returns undefined
+   * while the piece has not started), and returns what it found.
+   */
+  private async whenStarted<R extends Readable | null>(
+    taskId: string,
+    signal: AbortSignal,
+    attempt: () => Promise<{ reader: R } | undefined>,
+  ): Promise<{ reader: R }> {
     for (;;) {
       signal.throwIfAborted();
       // Subscribe before reading state so a change in between is not missed; unsubscribe on return.
       const subscription = new AbortController();
       const change = this.events.nextChange(taskId, AbortSignal.any([signal, subscription.signal]));
       change.catch(() => undefined);
-      let opened: Readable | undefined;
+      let opened: { reader: R } | undefined;
       try {
-        opened = await this.tryOpen(taskId, idx, signal);
+        opened = await attempt();
       } catch (err) {
         subscription.abort();
         throw err;
@@ -107,19 +190,24 @@ export class PieceAudioStore implements PieceAudioSource {
         // Consumers iterate the reader later (the encoder takes a piece once the previous one is
         // done): an abort before then destroys it with an 'error' event nobody listens to yet,
         // which would be an uncaughtException. Iteration still reports the error.
-        opened.on('error', () => undefined);
+        opened.reader?.on('error', () => undefined);
         return opened;
       }
       await change;
     }
   }
 
-  private async tryOpen(taskId: string, idx: number, signal: AbortSignal): Promise<Readable | undefined> {
+  /**
+   * Where piece `idx` is: being written here (its live files), 'complete' on this node's disk, or
+   * undefined when it has not started (or is generated again here); throws when it failed or its
+   * audio is lost for good.
+   */
+  private async locate(taskId: string, idx: number): Promise<LivePiece | 'complete' | undefined> {
     const live = this.live.get(`${taskId}/${idx}`);
-    if (live) return live.createReadStream(0, null, signal);
+    if (live) return live;
     const { piece: state, taskUnfinished } = await this.pieceState(taskId, idx);
     if (state === 'generated') {
-      if (await this.hasPiece(taskId, idx)) return this.readComplete(taskId, idx, signal);
+      if (await this.hasPiece(taskId, idx)) return 'complete';
       // Generated by a node that is gone (scale-out): this node's worker generates it again.
       if (taskUnfinished) return undefined;
       throw new AppError('TTS_GENERATE_FAILED', `the audio of content ${idx} is not available on this node`);

@@ -8,7 +8,10 @@ export interface StreamPieceView {
   status: PieceStatus;
   /** URL of the piece's finished MP3, once stored. */
   audioUrl: string | null;
-  /** Instruct/design piece whose engine delivers MP3 itself: its bytes are forwarded unchanged. */
+  /**
+   * Instruct/design piece (`instruct_mode: true`): when its engine delivered MP3 itself, its
+   * per-content stream forwards those bytes unchanged (spec §8).
+   */
   instructMode: boolean;
 }
 

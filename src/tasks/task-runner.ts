@@ -2,11 +2,13 @@
  * Drives generation: takes task deliveries from the TaskQueue (under a lease, at most `concurrency`
  * at once on this node), claims each in the database with the lease's fencing token, synthesises
  * each piece in order into its growing PCM file (readable by stream sessions while it grows),
- * encodes each finished piece to MP3, then the merged audio through one continuous encoder, stored
- * atomically. Every database write is fenced by the token: a holder whose lease was lost (and the
- * task delivered again elsewhere) stops at its next write without touching the task. On start,
- * every unfinished task is queued (the queue never steals a live lease), so tasks a stopped process
- * left processing resume — finished pieces are kept — or fail after too many attempts.
+ * encodes each finished piece to MP3 (an instruct/design piece whose engine delivers MP3 keeps and
+ * stores that MP3 unchanged instead, spec §8), then the merged audio through one continuous
+ * encoder, stored atomically. Every database write is fenced by the token: a holder whose lease
+ * was lost (and the task delivered again elsewhere) stops at its next write without touching the
+ * task. On start, every unfinished task is queued (the queue never steals a live lease), so tasks
+ * a stopped process left processing resume — finished pieces are kept — or fail after too many
+ * attempts.
  *
  * Per-account fairness (issue 11 finding 3): the claim refuses a task whose account already has
  * `accountConcurrency` tasks processing anywhere (counted in the database), and the delivery goes
@@ -322,10 +324,14 @@ export class TaskRunner {
     const params = JSON.parse(piece.params) as PieceParams;
     const binding = voiceBindingSchema.parse(JSON.parse(piece.binding));
     await store.setPieceStatus(task.id, piece.idx, 'processing', token);
-    const writer = await pieceAudio.startPiece(task.id, piece.idx);
+    const engine = this.deps.engineFor(binding);
+    // Spec §8: an instruct/design piece on an engine that delivers MP3 keeps that MP3 unchanged
+    // (its per-content stream and stored audio); the PCM decoded from the same call feeds the
+    // full-task stream and the merged audio like any other piece.
+    const forwardMp3 = params.instruct_mode === true ? engine.synthesizeMp3 : undefined;
+    const writer = await pieceAudio.startPiece(task.id, piece.idx, { engineMp3: forwardMp3 !== undefined });
     let samples = 0;
     try {
-      const engine = this.deps.engineFor(binding);
       const request = {
         text: piece.text,
         voice: binding,
@@ -335,9 +341,20 @@ export class TaskRunner {
         ...(params.language !== undefined && { language: params.language }),
         ...(params.instruct_mode !== undefined && { instructMode: params.instruct_mode }),
       };
-      for await (const pcm of engine.synthesize(request, signal)) {
-        samples += pcm.length;
-        await writer.append(pcm);
+      if (forwardMp3 === undefined) {
+        for await (const pcm of engine.synthesize(request, signal)) {
+          samples += pcm.length;
+          await writer.append(pcm);
+        }
+      } else {
+        for await (const { mp3, pcm } of forwardMp3(request, signal)) {
+          // The MP3 first: its bytes reach the per-content stream as soon as they arrived.
+          if (mp3.length > 0) await writer.appendMp3(mp3);
+          if (pcm.length > 0) {
+            samples += pcm.length;
+            await writer.append(pcm);
+          }
+        }
       }
       await writer.finish();
     } catch (err) {
@@ -345,8 +362,13 @@ export class TaskRunner {
       throw err;
     }
     const key = `tasks/${task.id}/contents/${piece.idx}.mp3`;
-    const mp3 = encodePiece(pcmChunks(pieceAudio.readComplete(task.id, piece.idx)), encoders.open(), signal);
-    await blobs.put(key, Readable.from(mp3), 'audio/mpeg');
+    const mp3 =
+      forwardMp3 === undefined
+        ? Readable.from(
+            encodePiece(pcmChunks(pieceAudio.readComplete(task.id, piece.idx)), encoders.open(), signal),
+          )
+        : pieceAudio.readCompleteMp3(task.id, piece.idx, signal);
+    await blobs.put(key, mp3, 'audio/mpeg');
     await store.pieceGenerated(task.id, piece.idx, samples, key, token);
     pieceAudio.pieceRecorded(task.id, piece.idx);
   }

@@ -11,8 +11,12 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
-/** What the upstream does with one speech request (`input` is the text asked for). */
-export type UpstreamHandler = (request: { input: string }, res: ServerResponse, req: IncomingMessage) => void;
+/** What the upstream does with one speech request (`input` is the text asked for, `body` the whole JSON body). */
+export type UpstreamHandler = (
+  request: { input: string; body: Record<string, unknown> },
+  res: ServerResponse,
+  req: IncomingMessage,
+) => void;
 
 /** A running fault upstream. */
 export interface FaultUpstream {
@@ -41,16 +45,18 @@ export async function startFaultUpstream(): Promise<FaultUpstream> {
     req.on('end', () => {
       requests++;
       let input = '';
+      let body: Record<string, unknown> = {};
       try {
-        const body = JSON.parse(Buffer.concat(parts).toString()) as { input?: unknown };
+        const parsed = JSON.parse(Buffer.concat(parts).toString()) as unknown;
+        if (typeof parsed === 'object' && parsed !== null) body = parsed as Record<string, unknown>;
         if (typeof body.input === 'string') input = body.input;
       } catch {
-        // not JSON: the handler sees an empty input
+        // not JSON: the handler sees an empty input and body
       }
       // One connection per call: no idle keep-alive socket lingers in the service's agent pool
       // (tests count the service's sockets before and after).
       res.setHeader('connection', 'close');
-      handler({ input }, res, req);
+      handler({ input, body }, res, req);
     });
   });
   server.on('connection', (socket: Socket) => {

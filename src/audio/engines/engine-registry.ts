@@ -11,6 +11,7 @@ import {
   EngineCallError,
   type EngineTimeouts,
   type SpeechEngine,
+  type SynthesisRequest,
   type VoiceBinding,
 } from './engine.js';
 import { createEspeakEngine, validateEspeakBinding, type EspeakEngine } from './espeak.engine.js';
@@ -91,26 +92,36 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
 
 /**
  * `engine` whose every call is aborted after `callMs` (a stalled body included); the caller's
- * signal still stops it first with its own reason (lease lost, task cancelled).
+ * signal still stops it first with its own reason (lease lost, task cancelled). An engine that
+ * delivers MP3 keeps that capability, under the same deadline.
  */
 export function withCallDeadline(engine: SpeechEngine, name: string, callMs: number): SpeechEngine {
+  /** One call of `call` under its own total deadline. */
+  async function* bounded<T>(
+    call: (signal: AbortSignal) => AsyncIterable<T>,
+    signal: AbortSignal,
+  ): AsyncIterable<T> {
+    const deadline = new CallDeadline(signal, callMs);
+    try {
+      yield* call(deadline.signal);
+    } catch (err) {
+      const exceeded = deadline.exceeded;
+      if (
+        exceeded === undefined ||
+        signal.aborted ||
+        (err instanceof EngineCallError && err.kind === 'timeout')
+      )
+        throw err;
+      throw new EngineCallError('timeout', { engine: name, reason: exceeded.message }, err);
+    } finally {
+      deadline.clear();
+    }
+  }
+  const mp3 = engine.synthesizeMp3;
   return {
-    async *synthesize(req, signal) {
-      const deadline = new CallDeadline(signal, callMs);
-      try {
-        yield* engine.synthesize(req, deadline.signal);
-      } catch (err) {
-        const exceeded = deadline.exceeded;
-        if (
-          exceeded === undefined ||
-          signal.aborted ||
-          (err instanceof EngineCallError && err.kind === 'timeout')
-        )
-          throw err;
-        throw new EngineCallError('timeout', { engine: name, reason: exceeded.message }, err);
-      } finally {
-        deadline.clear();
-      }
-    },
+    synthesize: (req, signal) => bounded((s) => engine.synthesize(req, s), signal),
+    ...(mp3 !== undefined && {
+      synthesizeMp3: (req: SynthesisRequest, signal: AbortSignal) => bounded((s) => mp3(req, s), signal),
+    }),
   };
 }

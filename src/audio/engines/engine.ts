@@ -1,6 +1,7 @@
 /**
  * The one interface every speech engine implements: text in, canonical PCM (44.1 kHz mono s16)
  * out, progressively, so the stream can start encoding before the whole text is synthesised.
+ * Engines that deliver MP3 themselves can also hand over those bytes unchanged (`synthesizeMp3`).
  */
 import { AppError } from '../../errors/app-error.js';
 
@@ -39,7 +40,24 @@ export interface SynthesisRequest {
 export interface SpeechEngine {
   /** Yields canonical PCM chunks in order, as soon as each is ready. */
   synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array>;
+  /**
+   * Present on engines that deliver MP3 themselves (the remote engine): for spec §8's
+   * instruct/design pieces, whose MP3 is forwarded unchanged. One engine call, asked for
+   * FORWARDED_MP3_SAMPLE_RATE, yields the engine's own MP3 bytes exactly as they arrive, each
+   * chunk with the canonical PCM decoded from it (the full-task stream and merged audio are made
+   * from that PCM). Same deadlines, abort and errors as `synthesize`.
+   */
+  synthesizeMp3?: (req: SynthesisRequest, signal: AbortSignal) => AsyncIterable<EngineMp3Chunk>;
 }
+
+/** A chunk of an engine's own MP3 as it arrived, and the canonical PCM it decoded to (may be empty). */
+export interface EngineMp3Chunk {
+  mp3: Uint8Array;
+  pcm: Int16Array;
+}
+
+/** Sample rate asked of an engine whose MP3 is forwarded unchanged (spec §8: 24 kHz MP3 requested upstream). */
+export const FORWARDED_MP3_SAMPLE_RATE = 24_000;
 
 /** Lowest and highest accepted speechRate (duration multiplier). */
 export const SPEECH_RATE_RANGE = { min: 0.5, max: 2 } as const;

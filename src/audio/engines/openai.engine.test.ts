@@ -216,6 +216,69 @@ describe('remote OpenAI-compatible engine', () => {
     await assert.rejects(speak(), failedWith('failed', /without any decodable audio|undecodable/));
   });
 
+  it('synthesizeMp3 (spec §8): asks for 24 kHz MP3, hands the upstream bytes over unchanged with the same PCM', async () => {
+    const upstream = await ffmpegMp3(speech, 24000);
+    let body: unknown;
+    const serve = serveMp3(upstream);
+    handler = (req, text, res) => {
+      body = JSON.parse(text);
+      serve(req, text, res);
+    };
+    const engine = registry.engineFor(REMOTE);
+    assert.ok(engine.synthesizeMp3, 'the remote engine (behind the registry deadline) delivers MP3');
+    const request: SynthesisRequest = {
+      text: 'Design this.',
+      voice: REMOTE,
+      speechRate: 1,
+      instructMode: true,
+    };
+    const mp3Parts: Uint8Array[] = [];
+    const pcmParts: Int16Array[] = [];
+    for await (const chunk of engine.synthesizeMp3(request, new AbortController().signal)) {
+      mp3Parts.push(chunk.mp3);
+      pcmParts.push(chunk.pcm);
+    }
+    assert.deepEqual(body, {
+      model: 'tts-test',
+      input: 'Design this.',
+      voice: 'alloy',
+      response_format: 'mp3',
+      speed: 1,
+      sample_rate: 24000,
+    });
+    assert.ok(Buffer.concat(mp3Parts).equals(upstream), 'the upstream bytes, byte for byte');
+    // The PCM is what the PCM-only call decodes from the same bytes.
+    const viaPcmPath = concatPcm(await speak({ text: 'Design this.' }));
+    assert.deepEqual(concatPcm(pcmParts), viaPcmPath);
+    assert.ok(Math.abs(viaPcmPath.length - speech.length) <= 441, `${viaPcmPath.length} vs ${speech.length}`);
+  });
+
+  it('synthesizeMp3 fails like synthesize: HTTP error, connection lost, undecodable bytes', async () => {
+    const engine = registry.engineFor(REMOTE);
+    const mp3Call = async (): Promise<void> => {
+      const req: SynthesisRequest = { text: 'x', voice: REMOTE, speechRate: 1, instructMode: true };
+      for await (const _ of engine.synthesizeMp3?.(req, new AbortController().signal) ?? []);
+    };
+    handler = (_req, _body, res) =>
+      res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"sk-test overloaded"}');
+    await assert.rejects(
+      mp3Call(),
+      failedWith('failed', /answered HTTP 500/, { status: 500, body: '{"error":"[redacted] overloaded"}' }),
+    );
+    handler = (_req, _body, res) => {
+      res.writeHead(200, { 'content-type': 'audio/mpeg', 'content-length': String(mp3.length) });
+      res.write(mp3.subarray(0, mp3.length >> 1), () => res.socket?.destroy());
+    };
+    await assert.rejects(mp3Call(), failedWith('failed', /connection lost/, { status: 200 }));
+    handler = (_req, _body, res) =>
+      res.writeHead(200, { 'content-type': 'audio/mpeg' }).end('{"not":"audio"}');
+    await assert.rejects(mp3Call(), failedWith('failed', /without any decodable audio|undecodable/));
+  });
+
+  it('espeak delivers PCM only (no synthesizeMp3)', () => {
+    assert.equal(registry.engineFor({ engine: 'espeak', voice: 'en-us' }).synthesizeMp3, undefined);
+  });
+
   it('stops with the abort reason, not as an engine failure', async () => {
     handler = serveMp3(mp3);
     const ac = new AbortController();
@@ -338,6 +401,26 @@ describe('remote engine time limits (connect 300 ms, first byte 300 ms, call 150
       speakLimited('slow'),
       failedWith('timeout', /total time limit of 1500 ms/, { engine: 'slow', status: undefined }),
     );
+    await allClosed();
+  });
+
+  it('synthesizeMp3 is bounded by the same limits (a stalled body hits the total limit)', async () => {
+    respond = (_req, _body, res) => {
+      res.writeHead(200, { 'content-type': 'audio/mpeg' });
+      res.write(mp3.subarray(0, mp3.length >> 1));
+    };
+    const voice = { engine: 'remote', endpoint: 'slow', voice: 'alloy' } as const;
+    const engine = limited.engineFor(voice);
+    let received = 0;
+    await assert.rejects(
+      (async () => {
+        const req: SynthesisRequest = { text: 'x', voice, speechRate: 1, instructMode: true };
+        for await (const { mp3: bytes } of engine.synthesizeMp3?.(req, new AbortController().signal) ?? [])
+          received += bytes.length;
+      })(),
+      failedWith('timeout', /total time limit of 1500 ms/, { engine: 'slow' }),
+    );
+    assert.equal(received, mp3.length >> 1, 'the bytes that came were handed over');
     await allClosed();
   });
 

@@ -1,8 +1,11 @@
 /**
  * Remote engine for OpenAI-compatible speech APIs (`POST /v1/audio/speech`). The MP3 answer is
  * decoded while it downloads (mpg123 wasm, gapless), downmixed to mono and resampled to 44.1 kHz,
- * so audio flows on before the upstream has finished. Upstream MP3 is never passed through: it is
- * re-encoded by the one continuous encoder of the stream, which keeps joins gapless.
+ * so audio flows on before the upstream has finished. For the stream and the merged audio that
+ * PCM is re-encoded by the one continuous encoder, which keeps joins gapless. `synthesizeMp3`
+ * (spec §8, instruct/design pieces) makes the same call asking for 24 kHz (`sample_rate`, as
+ * OpenAI-compatible servers such as Kokoro-FastAPI accept; one that ignores it sends its own
+ * rate) and hands over the upstream's MP3 bytes unchanged alongside the PCM decoded from them.
  */
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import { request as httpRequest } from 'node:http';
@@ -16,8 +19,10 @@ import { createResampler, type Resampler } from '../resampler.js';
 import {
   DEFAULT_ENGINE_TIMEOUTS,
   EngineCallError,
+  FORWARDED_MP3_SAMPLE_RATE,
   SPEECH_RATE_RANGE,
   type EngineFailureDetail,
+  type EngineMp3Chunk,
   type EngineTimeouts,
   type SpeechEngine,
   type SynthesisRequest,
@@ -38,6 +43,9 @@ export const DEFAULT_REMOTE_MODEL = 'tts-1';
 const ERROR_BODY_READ_BYTES = 4096;
 const ERROR_BODY_LOGGED_BYTES = 512;
 
+/** An engine that delivers MP3 itself: `synthesizeMp3` is always there. */
+export type Mp3SpeechEngine = SpeechEngine & Required<Pick<SpeechEngine, 'synthesizeMp3'>>;
+
 /**
  * Creates the engine for endpoint `name`. Its errors are EngineCallErrors: tenants see a generic
  * message, the URL (without credentials), status and redacted upstream body are the operator's
@@ -48,19 +56,38 @@ export function createOpenAiEngine(
   name: string,
   endpoint: RemoteEndpoint,
   timeouts: Pick<EngineTimeouts, 'connectMs' | 'firstByteMs'> = DEFAULT_ENGINE_TIMEOUTS,
-): SpeechEngine {
+): Mp3SpeechEngine {
   return {
-    synthesize: (req, signal) => synthesizeRemote(name, endpoint, timeouts, req, signal),
+    async *synthesize(req, signal) {
+      for await (const { pcm } of remoteSpeech(name, endpoint, timeouts, req, signal, {}))
+        if (pcm.length > 0) yield pcm;
+    },
+    synthesizeMp3: (req, signal) =>
+      remoteSpeech(name, endpoint, timeouts, req, signal, { sample_rate: FORWARDED_MP3_SAMPLE_RATE }),
   };
 }
 
-async function* synthesizeRemote(
+/** One call to an endpoint: where it goes (the operator's detail) and how its failures are made. */
+interface RemoteCall {
+  where: { engine: string; url: string };
+  /** The upstream's HTTP status once its headers arrived. */
+  status?: number;
+  /** A tenant-safe failure whose detail names the endpoint, with secrets redacted from `reason`. */
+  failed: (reason: string, extra?: Partial<EngineFailureDetail>, cause?: unknown) => EngineCallError;
+}
+
+/**
+ * One call: the upstream's MP3 bytes as they arrive, each chunk with the PCM decoded from it.
+ * `extraBody` joins the JSON request (e.g. the sample rate asked for forwarded MP3).
+ */
+async function* remoteSpeech(
   name: string,
   endpoint: RemoteEndpoint,
   timeouts: Pick<EngineTimeouts, 'connectMs' | 'firstByteMs'>,
   req: SynthesisRequest,
   signal: AbortSignal,
-): AsyncIterable<Int16Array> {
+  extraBody: Record<string, unknown>,
+): AsyncIterable<EngineMp3Chunk> {
   if (req.voice.engine !== 'remote')
     throw new Error(`remote engine cannot speak a ${req.voice.engine} voice`);
   if (!(req.speechRate >= SPEECH_RATE_RANGE.min && req.speechRate <= SPEECH_RATE_RANGE.max)) {
@@ -68,14 +95,18 @@ async function* synthesizeRemote(
       `speechRate must be between ${SPEECH_RATE_RANGE.min} and ${SPEECH_RATE_RANGE.max}`,
     );
   }
-  signal.throwIfAborted();
   const url = new URL(`${endpoint.baseUrl.replace(/\/+$/, '')}/v1/audio/speech`);
   const secrets = endpoint.apiKey !== undefined && endpoint.apiKey !== '' ? [endpoint.apiKey] : [];
-  // `origin` leaves out user:password; the path is ours, so no query can carry a key.
-  const where = { engine: name, url: `${url.origin}${url.pathname}` };
-  const failed = (reason: string, extra: Partial<EngineFailureDetail> = {}, cause?: unknown) =>
-    new EngineCallError('failed', { ...where, ...extra, reason: redactSecrets(reason, secrets) }, cause);
-
+  const call: RemoteCall = {
+    // `origin` leaves out user:password; the path is ours, so no query can carry a key.
+    where: { engine: name, url: `${url.origin}${url.pathname}` },
+    failed: (reason, extra = {}, cause) =>
+      new EngineCallError(
+        'failed',
+        { ...call.where, ...extra, reason: redactSecrets(reason, secrets) },
+        cause,
+      ),
+  };
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'audio/mpeg' };
   if (secrets[0] !== undefined) headers.authorization = `Bearer ${secrets[0]}`;
   const body = JSON.stringify({
@@ -85,8 +116,27 @@ async function* synthesizeRemote(
     response_format: 'mp3',
     // OpenAI's speed is a tempo factor; ours is a duration factor.
     speed: 1 / req.speechRate,
+    ...extraBody,
   });
+  yield* decodeMp3(upstreamMp3(call, url, headers, body, timeouts, signal, secrets), call);
+}
 
+/**
+ * The upstream's answer body, byte for byte as it arrives. Connect and first-byte limits are this
+ * call's own; a stalled body is cut by the caller's signal (the registry's total deadline). An
+ * HTTP error reads the start of the body for the operator's detail.
+ */
+async function* upstreamMp3(
+  call: RemoteCall,
+  url: URL,
+  headers: Record<string, string>,
+  body: string,
+  timeouts: Pick<EngineTimeouts, 'connectMs' | 'firstByteMs'>,
+  signal: AbortSignal,
+  secrets: readonly string[],
+): AsyncIterable<Uint8Array> {
+  signal.throwIfAborted();
+  const { where, failed } = call;
   const deadline = new CallDeadline(signal);
   /** After an abort: the caller's reason, or the timeout of one of this call's own limits. */
   const stopped = (cause: unknown): Error | undefined => {
@@ -104,8 +154,6 @@ async function* synthesizeRemote(
   };
 
   let res: IncomingMessage | undefined;
-  let decoder: MPEGDecoder | undefined;
-  let resampler: Resampler | undefined;
   try {
     try {
       res = await post(url, headers, body, deadline, timeouts);
@@ -124,11 +172,7 @@ async function* synthesizeRemote(
         body: truncateBytes(redactSecrets(text, secrets), ERROR_BODY_LOGGED_BYTES),
       });
     }
-
-    let sampleRate = 0;
-    let decodedAny = false;
-    decoder = new MPEGDecoder({ enableGapless: true });
-    await decoder.ready;
+    call.status = status;
     const chunks = (res as AsyncIterable<unknown>)[Symbol.asyncIterator]();
     for (;;) {
       let chunk: IteratorResult<unknown>;
@@ -140,28 +184,55 @@ async function* synthesizeRemote(
       if (chunk.done === true) break;
       const bytes = chunk.value;
       if (!(bytes instanceof Uint8Array)) throw failed('response body is not a byte stream', { status });
-      const out = decoder.decode(bytes);
-      if (out.errors.length > 0)
-        throw failed(`undecodable MP3 (${out.errors[0]?.message ?? 'decoder error'})`, { status });
-      if (out.samplesDecoded === 0) continue;
-      if (sampleRate === 0) {
-        sampleRate = out.sampleRate;
-        resampler = await createResampler(sampleRate);
-      } else if (out.sampleRate !== sampleRate) {
-        throw failed(`sample rate changed mid-stream (${sampleRate} → ${out.sampleRate} Hz)`, { status });
-      }
-      decodedAny = true;
-      const pcm = resampler?.process(downmix(out.channelData, out.samplesDecoded));
-      if (pcm !== undefined && pcm.length > 0) yield pcm;
+      yield bytes;
     }
-    if (!decodedAny) throw failed('answered without any decodable audio', { status });
-    const tail = resampler?.flush();
-    if (tail !== undefined && tail.length > 0) yield tail;
   } finally {
     deadline.clear();
     // Stops the download when the call ends early (consumer gone, error, abort); a complete
     // response keeps its keep-alive socket.
     if (res !== undefined && !res.complete) res.destroy();
+  }
+}
+
+/**
+ * Each MP3 chunk unchanged, with the canonical PCM decoded from it (gapless, mono, 44.1 kHz); the
+ * resampler's tail comes last with an empty `mp3`. Undecodable bytes fail the call.
+ */
+async function* decodeMp3(bytes: AsyncIterable<Uint8Array>, call: RemoteCall): AsyncIterable<EngineMp3Chunk> {
+  const { failed } = call;
+  let decoder: MPEGDecoder | undefined;
+  let resampler: Resampler | undefined;
+  try {
+    let sampleRate = 0;
+    let decodedAny = false;
+    decoder = new MPEGDecoder({ enableGapless: true });
+    await decoder.ready;
+    for await (const mp3 of bytes) {
+      const out = decoder.decode(mp3);
+      if (out.errors.length > 0)
+        throw failed(`undecodable MP3 (${out.errors[0]?.message ?? 'decoder error'})`, {
+          status: call.status,
+        });
+      if (out.samplesDecoded === 0) {
+        yield { mp3, pcm: new Int16Array(0) };
+        continue;
+      }
+      if (sampleRate === 0) {
+        sampleRate = out.sampleRate;
+        resampler = await createResampler(sampleRate);
+      } else if (out.sampleRate !== sampleRate) {
+        throw failed(`sample rate changed mid-stream (${sampleRate} → ${out.sampleRate} Hz)`, {
+          status: call.status,
+        });
+      }
+      decodedAny = true;
+      const pcm = resampler?.process(downmix(out.channelData, out.samplesDecoded)) ?? new Int16Array(0);
+      yield { mp3, pcm };
+    }
+    if (!decodedAny) throw failed('answered without any decodable audio', { status: call.status });
+    const tail = resampler?.flush();
+    if (tail !== undefined && tail.length > 0) yield { mp3: new Uint8Array(0), pcm: tail };
+  } finally {
     resampler?.destroy();
     decoder?.free();
   }
