@@ -17,6 +17,7 @@ import { bearerAuth } from './http/auth.js';
 import { adminRoutes } from './http/routes/admin.routes.js';
 import { addRouteOnRequestHook, clientAddressKey, registerRateLimit } from './http/rate-limit.js';
 import { accountRoutes } from './http/routes/account.routes.js';
+import { presetRoutes } from './http/routes/presets.routes.js';
 import { audioRoutes } from './http/routes/audio.routes.js';
 import { healthRoutes } from './http/routes/health.routes.js';
 import { simpleGenerateRoutes } from './http/routes/simple-generate.routes.js';
@@ -188,7 +189,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       rateLimitWindowMs: config.rateLimit.windowMs,
       rateLimitStore: adapters.rateLimitStore,
     };
-    await http.register(audioRoutes(tasks, blobs, perAddress));
+    await http.register(audioRoutes(tasks, blobs, streams, perAddress));
     // Stream endpoints: only the task's `auth` query token, never a bearer key (spec §5).
     await http.register(streamRoutes(streams, perAddress));
 
@@ -222,10 +223,13 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
         },
         adapters.rateLimitStore,
       );
-      await scope.register(accountRoutes((accountId) => tasks.quotaReport(accountId)));
+      await scope.register(
+        accountRoutes((accountId) => tasks.quotaReport(accountId), config.generationConcurrency),
+      );
       await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
       await scope.register(splitterRoutes(splitters, config.limits));
       await scope.register(taskRoutes(tasks, splitters));
+      await scope.register(presetRoutes());
       await scope.register(
         simpleGenerateRoutes(
           new OneShotService({

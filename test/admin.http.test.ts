@@ -203,7 +203,7 @@ describe('admin API', () => {
       status: string;
       language: string;
       engine: { engine: string; voice: string };
-      metadata: { description: string; withLora: boolean };
+      metadata: { description: string; withLora: boolean; prompts: unknown[] };
     }>(
       await call('POST', `/admin/accounts/${t.accountId}/voices/import`, {
         name: 'legacy',
@@ -217,7 +217,11 @@ describe('admin API', () => {
     assert.equal(voice.version, 'v1.0');
     assert.equal(voice.status, 'creating');
     assert.equal(voice.language, 'en');
-    assert.deepEqual(voice.metadata, { description: 'from the old install', withLora: true });
+    assert.deepEqual(voice.metadata, {
+      description: 'from the old install',
+      withLora: true,
+      prompts: [{ id: 'default', name: 'default' }],
+    });
     assert.deepEqual(voice.engine, { engine: 'espeak', voice: 'en-gb' });
 
     const seen = await t.app.http.inject({

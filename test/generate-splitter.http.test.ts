@@ -32,7 +32,12 @@ interface TaskBody {
   status: string;
   type: string;
   estimatedDuration: number;
-  metadata: { contents: ContentView[]; voices: string[]; audio?: string; request?: Record<string, unknown> };
+  metadata: {
+    contents: ContentView[];
+    voices: { id: string }[];
+    audio?: string;
+    request?: Record<string, unknown>;
+  };
 }
 
 interface PreviewUtterance {
@@ -160,17 +165,18 @@ describe('generate in splitter mode', () => {
   });
 
   it('validates the parameters an utterance gets as content items', async () => {
+    // Utterances are content items: a bad value is TTS_CONTENTS_INVALID, as inside contents[].
     const bad = { '<A>': { voiceId: voiceA, interval: 99 } };
-    await assertErrorOnBoth({ text: '<A>Hi.', splitter: bad }, 400, 'VALIDATION_INVALID_VALUE');
+    await assertErrorOnBoth({ text: '<A>Hi.', splitter: bad }, 400, 'TTS_CONTENTS_INVALID');
     await assertErrorOnBoth(
       { text: '<A>Hi.', splitter: { '<A>': { voiceId: voiceA, preset: 'loud' } } },
       400,
-      'VALIDATION_INVALID_VALUE',
+      'TTS_CONTENTS_INVALID',
     );
     await assertErrorOnBoth(
       { text: '<A>Hi.', splitter: { '<A>': { voiceId: voiceA, speechRate: 5 } } },
       400,
-      'VALIDATION_INVALID_VALUE',
+      'TTS_CONTENTS_INVALID',
     );
     // More utterances than a task may have contents (default 200).
     await assertErrorOnBoth(
@@ -303,7 +309,7 @@ describe('generate in splitter mode', () => {
         task.metadata.contents.map((c) => c.index),
         [0, 1, 2, 3, 4],
       );
-      assert.deepEqual(task.metadata.voices.sort(), [voiceA, voiceB].sort());
+      assert.deepEqual(task.metadata.voices.map((v) => v.id).sort(), [voiceA, voiceB].sort());
       assert.deepEqual(
         task.metadata.request,
         'splitterId' in payload ? { text, splitterId } : { text, splitter },

@@ -130,10 +130,11 @@ describe('issue 11 findings 8–10: bad input is a clear 4xx, never a 500', () =
         ['{"text":"<A>Hi","splitterId":"a\\u0000b"}', /splitterId/],
       ];
       for (const [json, mentions] of cases) {
+        // Inside contents[] every bad value is TTS_CONTENTS_INVALID (hosted-api-compat.md).
         assertClientError(
           await send('POST', '/api/tts/generate', json),
           400,
-          'VALIDATION_INVALID_VALUE',
+          mentions.source.startsWith('contents') ? 'TTS_CONTENTS_INVALID' : 'VALIDATION_INVALID_VALUE',
           mentions,
         );
       }
@@ -193,7 +194,7 @@ describe('issue 11 findings 8–10: bad input is a clear 4xx, never a 500', () =
         for (const field of ['speechRate', 'seed', 'interval']) {
           const json = `{"contents":[{"type":"text","text":"Hi","voiceId":"${voiceId}","${field}":${n}}]}`;
           const res = await send('POST', '/api/tts/generate', json);
-          assertClientError(res, 400, 'VALIDATION_INVALID_VALUE', new RegExp(`contents\\[0\\]\\.${field}`));
+          assertClientError(res, 400, 'TTS_CONTENTS_INVALID', new RegExp(`contents\\[0\\]\\.${field}`));
         }
       }
       await assertStillServing();

@@ -176,7 +176,7 @@ describe('one-shot synthesis, JSON form', () => {
     const res = await post({ text: 'With a stream URL.', voiceId, stream: true });
     const { data } = (await res.json()) as { data: OneShotResult };
     const auth = new URL(data.audio).searchParams.get('auth');
-    assert.equal(data.streamUrl, `${t.baseUrl}/api/tts/generate/${data.id}/stream.mp3?auth=${auth}`);
+    assert.equal(data.streamUrl, `${t.baseUrl}/api/tts/generate/${data.id}/live.mp3?auth=${auth}`);
   });
 });
 
@@ -192,7 +192,7 @@ describe('one-shot synthesis, direct MP3', () => {
     assert.equal(info.audio, task.metadata.audio);
     assert.equal(
       info.streamUrl,
-      `${t.baseUrl}/api/tts/generate/${info.id}/stream.mp3?auth=${new URL(info.audio).searchParams.get('auth')}`,
+      `${t.baseUrl}/api/tts/generate/${info.id}/live.mp3?auth=${new URL(info.audio).searchParams.get('auth')}`,
     );
     assert.equal(info.credit_used, text.length);
     assert.equal(task.credit_used, text.length);
@@ -307,12 +307,14 @@ describe('one-shot synthesis, errors before the first byte', () => {
       /^text must be at most 500/,
     ],
     ['missing voiceId', { text: 'Hi.' }, 400, 'VALIDATION_MISSING_FIELD', /voiceId/],
+    // Lenient (hosted-api-compat.md): an out-of-range speechRate is dropped, but an emo_switch of
+    // the wrong length is refused.
     [
-      'speechRate 3',
-      { text: 'Hi.', voiceId: 'VOICE', speechRate: 3 },
+      'emo_switch of 3 numbers',
+      { text: 'Hi.', voiceId: 'VOICE', emo_switch: [1, 2, 3] },
       400,
-      'VALIDATION_INVALID_VALUE',
-      /speechRate/,
+      'TTS_CONTENTS_INVALID',
+      /^emo_switch/,
     ],
     [
       'type not text',
@@ -361,9 +363,9 @@ describe('one-shot synthesis, errors before the first byte', () => {
   }
 
   it('GET form: bad query values, missing or wrong bearer key', async () => {
-    const bad = await getMp3({ text: 'Hi.', voiceId, speechRate: 'fast' });
+    const bad = await getMp3({ text: 'Hi.', voiceId, emo_switch: '1,2' });
     assert.equal(bad.status, 400);
-    assert.equal(((await bad.json()) as ErrorBody).code, 'VALIDATION_INVALID_VALUE');
+    assert.equal(((await bad.json()) as ErrorBody).code, 'TTS_CONTENTS_INVALID');
     const twice = await fetch(`${t.baseUrl}/api/tts/simple-generate.mp3?text=a&text=b&voiceId=${voiceId}`, {
       headers: bearer(t.key),
     });

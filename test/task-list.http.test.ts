@@ -100,7 +100,7 @@ describe('task list summaries (issue 11, finding 5)', () => {
     assert.deepEqual(summary.metadata, {
       characters: CONTENTS * TEXT_LENGTH,
       contentsCount: CONTENTS,
-      voices: [voiceId],
+      voices: [(await t.app.services.voices.get(t.accountId, voiceId)) as unknown],
     });
 
     const detail = await t.app.http.inject({

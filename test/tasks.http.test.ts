@@ -218,7 +218,12 @@ describe('a 3-piece task', () => {
     assert.equal(task.credit_used, characters);
     assert.deepEqual(task.billing, { unit: 'character', characters, credits: characters });
     assert.equal(task.metadata.characters, characters);
-    assert.deepEqual(task.metadata.voices, [voiceId]);
+    // Voice objects, as the hosted API's clients read them (name, idForGenerate).
+    assert.deepEqual(
+      task.metadata.voices.map((v) => ({ id: v.id, idForGenerate: v.idForGenerate })),
+      [{ id: voiceId, idForGenerate: voiceId }],
+    );
+    assert.equal((task.metadata.voices[0] as { name?: string }).name, 'Narrator');
     // Once generated, the estimate is the real duration: the samples of the pieces and the silences.
     const real =
       (pieceSamples.reduce((a, b) => a + b, 0) + samplesFor(INTERVALS[0]!) + samplesFor(INTERVALS[1]!)) /
@@ -532,13 +537,20 @@ describe('validation', () => {
       [{ contents: [item({ text: '' })] }, 400, 'TTS_TEXT_EMPTY'],
       [{ contents: [{ type: 'text', voiceId }] }, 400, 'VALIDATION_MISSING_FIELD', /text/],
       [{ contents: [{ type: 'text', text: 'Hello.' }] }, 400, 'VALIDATION_MISSING_FIELD', /voiceId/],
-      [{ contents: [item({ speechRate: 3 })] }, 400, 'VALIDATION_INVALID_VALUE', /speechRate/],
-      [{ contents: [item({ speechRate: 0.4 })] }, 400, 'VALIDATION_INVALID_VALUE', /speechRate/],
-      [{ contents: [item({ speechRate: 'fast' })] }, 400, 'VALIDATION_INVALID_VALUE', /speechRate/],
-      [{ contents: [item({ interval: 11 })] }, 400, 'VALIDATION_INVALID_VALUE', /interval/],
-      [{ contents: [item({ preset: 'wild' })] }, 400, 'VALIDATION_INVALID_VALUE', /preset/],
-      [{ contents: [item({ seed: -1 })] }, 400, 'VALIDATION_INVALID_VALUE', /seed/],
-      [{ contents: [item({ vivid: 'yes' })] }, 400, 'VALIDATION_INVALID_VALUE', /vivid/],
+      // Inside contents[] a bad value is TTS_CONTENTS_INVALID naming the field (hosted-api-compat.md).
+      [{ contents: [item({ speechRate: 3 })] }, 400, 'TTS_CONTENTS_INVALID', /speechRate/],
+      [{ contents: [item({ speechRate: 0.4 })] }, 400, 'TTS_CONTENTS_INVALID', /speechRate/],
+      [{ contents: [item({ speechRate: 'fast' })] }, 400, 'TTS_CONTENTS_INVALID', /speechRate/],
+      [{ contents: [item({ interval: 11 })] }, 400, 'TTS_CONTENTS_INVALID', /interval/],
+      [{ contents: [item({ preset: 'wild' })] }, 400, 'TTS_CONTENTS_INVALID', /preset/],
+      [{ contents: [item({ seed: -2 })] }, 400, 'TTS_CONTENTS_INVALID', /seed/],
+      [{ contents: [item({ seed: 2 ** 31 })] }, 400, 'TTS_CONTENTS_INVALID', /seed/],
+      [{ contents: [item({ vivid: 'yes' })] }, 400, 'TTS_CONTENTS_INVALID', /vivid/],
+      [{ contents: [item({ language: 'klingon' })] }, 400, 'TTS_CONTENTS_INVALID', /language/],
+      [{ contents: [item({ language: 'xx' })] }, 400, 'TTS_CONTENTS_INVALID', /language/],
+      [{ contents: [item({ reference_mode: true })] }, 400, 'TTS_CONTENTS_INVALID', /reference_mode/],
+      [{ contents: [item({ emo_switch: [1, 2, 3, 4] })] }, 400, 'TTS_CONTENTS_INVALID', /emo_switch/],
+      [{ contents: [item({ emo_switch: [1, 2, 3, 4, 11] })] }, 400, 'TTS_CONTENTS_INVALID', /emo_switch/],
       [{ contents: [item({ text: 'a'.repeat(3001) })] }, 400, 'VALIDATION_TOO_LONG', /3000/],
       [{ contents: [item({})], splitterId: 'x' }, 400, 'VALIDATION_CONFLICT'],
       [{ text: 'Hello.' }, 400, 'VALIDATION_CONFLICT'],

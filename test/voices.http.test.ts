@@ -35,7 +35,13 @@ describe('voices', () => {
     assert.equal(v.status, 'ready');
     assert.equal(v.version, 'v3.0');
     assert.deepEqual(v.engine, { engine: 'espeak', voice: 'en-us' });
-    assert.deepEqual(v.metadata, { description: '', withLora: false });
+    assert.deepEqual(v.metadata, {
+      description: '',
+      withLora: false,
+      prompts: [{ id: 'default', name: 'default' }],
+    });
+    // The hosted API's clients put idForGenerate in voiceId.
+    assert.equal(v.idForGenerate, v.id);
     assert.match(String(v.createdAt), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
   });
 

@@ -4,7 +4,7 @@
  * splitter, whose utterances are validated exactly like content items.
  */
 import { z } from 'zod';
-import { AppError, errors } from '../errors/app-error.js';
+import { AppError, errors, isAppError } from '../errors/app-error.js';
 import {
   CONTROL_CHARACTER_MESSAGE,
   controlCharacterIndex,
@@ -14,43 +14,49 @@ import {
 import type { SplitterConfig } from '../splitter/splitter-config.js';
 import { checkSplitterConfigBounds, validateSplitterConfig } from '../splitter/splitter-config.js';
 import { splitText } from '../splitter/split-text.js';
+import {
+  detectLanguage,
+  generationFieldSchemas,
+  normalizeLanguage,
+  randomSeed,
+  type Language,
+} from './generation-params.js';
 
 /**
- * One content item as accepted: known keys validated, unknown keys dropped (as the hosted API does).
- * Stored strings refuse control characters (issue 11 finding 8); zod 4 numbers refuse ±Infinity
- * (JSON's 1e309), so no non-finite number reaches a piece (finding 9).
+ * One content item as accepted: the hosted API's value sets (src/tasks/generation-params.ts), known
+ * keys validated, unknown keys dropped (as the hosted API does). Stored strings refuse control
+ * characters (issue 11 finding 8); zod 4 numbers refuse ±Infinity (JSON's 1e309), so no
+ * non-finite number reaches a piece (finding 9). `language` is normalised to our canonical code
+ * (`auto` is resolved from the text when the item is parsed); `seed` -1 or null draws a seed.
  */
+const f = generationFieldSchemas;
 const contentItemSchema = z.object({
   type: z.string().optional(),
   text: storableString(),
   voiceId: storableString().min(1).max(200),
-  promptId: storableString().max(200).optional(),
-  preset: z.enum(['creative', 'balance', 'stable']).optional(),
-  language: z
-    .string()
-    .regex(/^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$/)
-    .optional(),
-  speechRate: z.number().min(0.5).max(2).default(1),
-  seed: z
-    .number()
-    .int()
-    .min(0)
-    .max(2 ** 32 - 1)
-    .optional(),
-  interval: z.number().min(0).max(10).default(0.5),
-  // Hosted-API generation switches: accepted, type-checked, used by engines that know them.
-  vivid: z.boolean().optional(),
-  emo_switch: z.union([z.boolean(), z.array(z.number())]).optional(),
-  break_clone: z.boolean().optional(),
-  flash: z.boolean().optional(),
-  instruct_mode: z.boolean().optional(),
-  reference_mode: z.boolean().optional(),
+  promptId: f.promptId.optional(),
+  preset: f.preset.optional(),
+  language: f.language.transform((tag) => normalizeLanguage(tag)).optional(),
+  speechRate: f.speechRate.default(1),
+  seed: f.seed.transform((seed) => (seed === null || seed === -1 ? randomSeed() : seed)).optional(),
+  interval: f.interval.default(0.5),
+  emo_switch: f.emo_switch.optional(),
+  reference_mode: f.reference_mode.optional(),
+  vivid: f.vivid.optional(),
+  break_clone: f.break_clone.optional(),
+  flash: f.flash.optional(),
+  srt: f.srt.optional(),
+  infinite_mode: f.infinite_mode.optional(),
+  instruct_mode: f.instruct_mode.optional(),
 });
 
 export type ContentItem = z.output<typeof contentItemSchema>;
 
 /** Generation parameters of one piece, as stored with it. */
-export type PieceParams = Omit<ContentItem, 'type' | 'text' | 'voiceId'>;
+export type PieceParams = Omit<ContentItem, 'type' | 'text' | 'voiceId' | 'language'> & {
+  /** The language to speak: a canonical code (`auto` resolved from the text), or absent = the voice's. */
+  language?: Language;
+};
 
 export interface PieceInput {
   text: string;
@@ -75,6 +81,20 @@ export interface GenerateLimits {
 /** Loads a saved splitter's config for the caller (404 / 500 METADATA_INVALID come from there). */
 export type SplitterLookup = (splitterId: string) => Promise<SplitterConfig>;
 
+/**
+ * Strict, as the hosted API's async endpoint: a bad value is TTS_CONTENTS_INVALID naming the field
+ * (a missing one stays VALIDATION_MISSING_FIELD, as a missing `text` is).
+ */
+function strictContentItem(raw: unknown, where: string): ContentItem {
+  try {
+    return parseInput(contentItemSchema, raw, undefined, where);
+  } catch (err) {
+    if (isAppError(err) && err.code !== 'VALIDATION_MISSING_FIELD')
+      throw new AppError('TTS_CONTENTS_INVALID', err.message);
+    throw err;
+  }
+}
+
 function parseItem(raw: unknown, where: string, limits: GenerateLimits): PieceInput {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new AppError('TTS_CONTENTS_INVALID', `${where} must be an object`);
@@ -92,8 +112,10 @@ function parseItem(raw: unknown, where: string, limits: GenerateLimits): PieceIn
   }
   if (typeof obj.text === 'string' && obj.text.length > limits.textLength)
     throw errors.tooLong(`${where}.text`, limits.textLength);
-  const item = parseInput(contentItemSchema, raw, undefined, where);
-  const { type: _type, text, voiceId, ...params } = item;
+  const item = strictContentItem(raw, where);
+  const { type: _type, text, voiceId, language, ...rest } = item;
+  const spoken = language === 'auto' ? detectLanguage(text) : language;
+  const params: PieceParams = spoken === undefined ? rest : { ...rest, language: spoken };
   return { text: text.trim(), voiceId, params };
 }
 

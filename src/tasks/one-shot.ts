@@ -13,6 +13,7 @@
  */
 import type { Readable } from 'node:stream';
 import { AppError, errors, isAppError } from '../errors/app-error.js';
+import { BOOLEAN_FIELDS, lenientItem, NUMBER_FIELDS } from './generation-params.js';
 import type { TaskEvents } from './task-events.js';
 import type { TaskDetailView, TaskService } from './task-service.js';
 
@@ -65,58 +66,55 @@ export interface OneShotDeps {
   startTimeoutMs: number;
 }
 
-/** Fields of the content item whose query-string values are numbers. */
-const NUMBER_FIELDS = new Set(['speechRate', 'seed', 'interval']);
-/** Fields of the content item whose query-string values are booleans ('true' / 'false'). */
-const BOOLEAN_FIELDS = new Set([
-  'vivid',
-  'emo_switch',
-  'break_clone',
-  'flash',
-  'instruct_mode',
-  'reference_mode',
-]);
-
 function flag(value: unknown, name: string): boolean {
   if (value === undefined || value === null) return false;
   if (typeof value === 'boolean') return value;
   throw errors.invalidValue(`${name} must be a boolean`);
 }
 
-/** The JSON body of `POST /api/tts/simple-generate`. */
+/** The JSON body of `POST /api/tts/simple-generate`; generation fields are taken leniently (`lenientItem`). */
 export function parseOneShotBody(body: unknown): OneShotRequest {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new AppError('VALIDATION_INVALID_FORMAT', 'request body must be a JSON object');
   }
   const { stream, direct_stream: directStream, ...item } = body as Record<string, unknown>;
-  return { item, stream: flag(stream, 'stream'), directStream: flag(directStream, 'direct_stream') };
+  return {
+    item: lenientItem(item),
+    stream: flag(stream, 'stream'),
+    directStream: flag(directStream, 'direct_stream'),
+  };
+}
+
+/** A query-string value as the JSON field it stands for (numbers, booleans, emo_switch lists). */
+function queryValue(key: string, raw: string): unknown {
+  if (NUMBER_FIELDS.has(key) && raw.trim() !== '' && Number.isFinite(Number(raw))) return Number(raw);
+  if (BOOLEAN_FIELDS.has(key)) {
+    if (raw === 'true' || raw === '1') return true;
+    if (raw === 'false' || raw === '0') return false;
+  }
+  if (key === 'emo_switch') {
+    const parts = raw.split(',').map((part) => part.trim());
+    return parts.every((part) => /^\d{1,2}$/.test(part)) ? parts.map(Number) : raw;
+  }
+  return raw;
 }
 
 /**
  * The query of `GET /api/tts/simple-generate.mp3`: the same fields as the POST body, as strings
- * (numbers and 'true'/'false' are converted; anything else is left for validation to reject).
- * Always the direct form.
+ * (numbers, `true`/`false`/`1`/`0` and comma-separated `emo_switch` are converted; anything else
+ * is left for validation). Always the direct form; generation fields are taken leniently.
  */
 export function parseOneShotQuery(query: Record<string, unknown>): OneShotRequest {
   const item: Record<string, unknown> = {};
   let stream = false;
   for (const [key, raw] of Object.entries(query)) {
     if (Array.isArray(raw)) throw errors.invalidValue(`${key} is given more than once`);
-    let value: unknown = raw;
-    if (typeof raw === 'string') {
-      if (NUMBER_FIELDS.has(key) && raw.trim() !== '' && Number.isFinite(Number(raw))) value = Number(raw);
-      else if (
-        (BOOLEAN_FIELDS.has(key) || key === 'stream' || key === 'direct_stream') &&
-        (raw === 'true' || raw === 'false')
-      ) {
-        value = raw === 'true';
-      }
-    }
+    const value = typeof raw === 'string' ? queryValue(key, raw) : raw;
     if (key === 'stream') stream = flag(value, 'stream');
     else if (key === 'direct_stream') flag(value, 'direct_stream');
     else item[key] = value;
   }
-  return { item, stream, directStream: true };
+  return { item: lenientItem(item), stream, directStream: true };
 }
 
 /** Task creation speaks of `contents[0].text`; a one-shot caller sent just `text`. */
@@ -154,7 +152,7 @@ export class OneShotService {
     const audio = done.metadata.audio;
     if (done.status !== 'generated' || audio === undefined) throw this.failure(done);
     const result: OneShotResult = { id: done.id, audio, credit_used: done.credit_used };
-    if (withStream) result.streamUrl = this.deps.tasks.streamUrl(done.id, await this.authToken(done.id));
+    if (withStream) result.streamUrl = this.deps.tasks.liveUrl(done.id, await this.authToken(done.id));
     return result;
   }
 
@@ -167,7 +165,7 @@ export class OneShotService {
     const info: OneShotAudioInfo = {
       id: task.id,
       audio: this.deps.tasks.audioUrl(task.id, auth),
-      streamUrl: this.deps.tasks.streamUrl(task.id, auth),
+      streamUrl: this.deps.tasks.liveUrl(task.id, auth),
       credit_used: task.billing.credits,
       billing: task.billing,
       estimatedDuration: task.estimatedDuration,

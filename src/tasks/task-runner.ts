@@ -29,6 +29,7 @@ import { storageUnavailable } from '../storage/storage-errors.js';
 import type { TaskContentRow, TaskRow } from '../storage/schema.js';
 import { voiceBindingSchema, type VoiceBinding } from '../voices/voice-binding.js';
 import type { PieceParams } from './generate-request.js';
+import { presetStyle } from './generation-params.js';
 import type { PieceAudioStore } from './piece-audio.js';
 import type { TaskEvents } from './task-events.js';
 import {
@@ -337,7 +338,7 @@ export class TaskRunner {
         voice: binding,
         speechRate: params.speechRate,
         ...(params.seed !== undefined && { seed: params.seed }),
-        ...(params.preset !== undefined && { preset: params.preset }),
+        ...(params.preset !== undefined && { preset: presetStyle(params.preset) }),
         ...(params.language !== undefined && { language: params.language }),
         ...(params.instruct_mode !== undefined && { instructMode: params.instruct_mode }),
       };

@@ -11,7 +11,7 @@ import { AppError, errors } from '../errors/app-error.js';
 import { parseInput } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import type { TaskContentRow, TaskRow, TaskStatus } from '../storage/schema.js';
-import type { VoiceService } from '../voices/voice-service.js';
+import type { TaskVoice, VoiceService } from '../voices/voice-service.js';
 import {
   parseGenerateRequest,
   type GenerateLimits,
@@ -42,16 +42,9 @@ export interface GenerationQueue {
   dequeue(taskId: string): Promise<void>;
 }
 
-/**
- * An account's quotas and what it uses of them (account info). `quota` also carries the hosted
- * API's concurrency fields (issue 11 finding 3), present when the per-account limit is set.
- */
+/** An account's quotas and what it uses of them (account info; the hosted fields are added there). */
 export interface AccountQuotaReport {
   quota: {
-    syncBaseConcurrent?: number;
-    syncPaidConcurrent?: number;
-    asyncBaseConcurrent?: number;
-    asyncHPConcurrent?: number;
     /** Pending plus processing tasks at most; null = unlimited. */
     maxQueuedTasks: number | null;
     /** Tasks processing at once, on every node together; null = unlimited. */
@@ -102,7 +95,8 @@ export interface TaskView extends TaskViewBase {
   metadata: {
     contents: TaskContentView[];
     characters: number;
-    voices: string[];
+    /** The voices spoken, as voice objects (the hosted API's clients read them so). */
+    voices: TaskVoice[];
     audio?: string;
     generatedAt?: string;
     request?: Record<string, unknown>;
@@ -118,7 +112,7 @@ export interface TaskSummaryView extends TaskViewBase {
   metadata: {
     characters: number;
     contentsCount: number;
-    voices: string[];
+    voices: TaskVoice[];
     audio?: string;
     generatedAt?: string;
   };
@@ -198,7 +192,12 @@ export class TaskService implements StreamTaskLookup {
     const admission = await this.store.insert({ task, pieces }, this.quotas, utcDay(now));
     if (!admission.admitted) throw quotaExceeded(admission, characters, now);
     await this.queue.enqueue({ taskId: id, accountId, position: admission.position });
-    return this.detailView(task, await this.store.pieces(id), false);
+    return this.detailView(accountId, task, await this.store.pieces(id), false);
+  }
+
+  /** The voice objects of the voices a task speaks, in first-use order. */
+  private async taskVoices(accountId: string, voiceIds: readonly string[]): Promise<TaskVoice[]> {
+    return this.voices.forTask(accountId, [...new Set(voiceIds)]);
   }
 
   /**
@@ -234,15 +233,8 @@ export class TaskService implements StreamTaskLookup {
     const usage = await this.store.accountUsage(accountId, utcDay(now));
     const { maxQueuedTasks, maxConcurrentTasks, dailyCharacters } = this.quotas;
     const limited = (n: number): number | null => (n > 0 ? n : null);
-    const concurrent = maxConcurrentTasks > 0 ? maxConcurrentTasks : undefined;
     return {
       quota: {
-        ...(concurrent !== undefined && {
-          syncBaseConcurrent: concurrent,
-          syncPaidConcurrent: concurrent,
-          asyncBaseConcurrent: concurrent,
-          asyncHPConcurrent: concurrent,
-        }),
         maxQueuedTasks: limited(maxQueuedTasks),
         maxConcurrentTasks: limited(maxConcurrentTasks),
         dailyCharacters: limited(dailyCharacters),
@@ -272,7 +264,7 @@ export class TaskService implements StreamTaskLookup {
 
   async get(accountId: string, id: string, query: { stream?: unknown } = {}): Promise<TaskDetailView> {
     const task = await this.requireOwn(accountId, id);
-    return this.detailView(task, await this.store.pieces(id), query.stream === 'true');
+    return this.detailView(accountId, task, await this.store.pieces(id), query.stream === 'true');
   }
 
   async list(
@@ -281,7 +273,23 @@ export class TaskService implements StreamTaskLookup {
   ): Promise<{ items: TaskSummaryView[]; total: number }> {
     const q = parseInput(listQuerySchema, query);
     const { rows, total } = await this.store.list(accountId, q.limit, q.offset, q.status);
-    return { items: rows.map((row) => this.summaryView(row, q.stream === 'true')), total };
+    // One voice query for the whole page.
+    const voices = new Map(
+      (
+        await this.taskVoices(
+          accountId,
+          rows.flatMap((row) => row.voiceIds),
+        )
+      ).map((v) => [v.id, v]),
+    );
+    const items = rows.map((row) =>
+      this.summaryView(
+        row,
+        row.voiceIds.flatMap((id) => voices.get(id) ?? []),
+        q.stream === 'true',
+      ),
+    );
+    return { items, total };
   }
 
   /** Deletes a finished task and its audio; 403 while it is pending or processing. */
@@ -323,6 +331,15 @@ export class TaskService implements StreamTaskLookup {
     };
   }
 
+  /**
+   * The one-shot answer's `streamUrl`: live bytes while the task is generated, the stored file
+   * afterwards, from the same URL and without a redirect (`…/{id}/live.mp3`).
+   */
+  liveUrl(taskId: string, authToken: string): string {
+    return `${this.publicUrl}/api/tts/generate/${taskId}/live.mp3?auth=${authToken}`;
+  }
+
+  /** The task's full stream (spec 4.1: a 302 to the stored file once there is one). */
   streamUrl(taskId: string, authToken: string): string {
     return `${this.publicUrl}/api/tts/generate/${taskId}/stream.mp3?auth=${authToken}`;
   }
@@ -353,7 +370,7 @@ export class TaskService implements StreamTaskLookup {
     return task;
   }
 
-  private view(task: TaskRow, pieces: TaskContentRow[], withStream: boolean): TaskView {
+  private view(task: TaskRow, pieces: TaskContentRow[], voices: TaskVoice[], withStream: boolean): TaskView {
     const view: TaskView = {
       id: task.id,
       userId: task.account_id,
@@ -374,7 +391,7 @@ export class TaskService implements StreamTaskLookup {
           return content;
         }),
         characters: task.characters,
-        voices: [...new Set(pieces.map((p) => p.voice_id))],
+        voices,
       },
     };
     const echo = JSON.parse(task.request) as Record<string, unknown>;
@@ -386,7 +403,7 @@ export class TaskService implements StreamTaskLookup {
     return view;
   }
 
-  private summaryView(task: TaskSummaryRow, withStream: boolean): TaskSummaryView {
+  private summaryView(task: TaskSummaryRow, voices: TaskVoice[], withStream: boolean): TaskSummaryView {
     const view: TaskSummaryView = {
       id: task.id,
       userId: task.account_id,
@@ -396,7 +413,7 @@ export class TaskService implements StreamTaskLookup {
       metadata: {
         characters: task.characters,
         contentsCount: task.contentsCount,
-        voices: task.voiceIds,
+        voices,
       },
     };
     if (task.audio_key) view.metadata.audio = this.audioUrl(task.id, task.auth_token, null);
@@ -406,14 +423,23 @@ export class TaskService implements StreamTaskLookup {
     return view;
   }
 
-  private detailView(task: TaskRow, pieces: TaskContentRow[], withStream: boolean): TaskDetailView {
+  private async detailView(
+    accountId: string,
+    task: TaskRow,
+    pieces: TaskContentRow[],
+    withStream: boolean,
+  ): Promise<TaskDetailView> {
+    const voices = await this.taskVoices(
+      accountId,
+      pieces.map((p) => p.voice_id),
+    );
     const estimate = pieces.reduce((sum, p, i) => {
       const params = JSON.parse(p.params) as PieceParams;
       const speech = ([...p.text].length / CHARS_PER_SECOND) * params.speechRate;
       return sum + speech + (i < pieces.length - 1 ? params.interval : 0);
     }, 0);
     return {
-      ...this.view(task, pieces, withStream),
+      ...this.view(task, pieces, voices, withStream),
       credit_used: task.status === 'generated' ? task.characters : 0,
       billing: { unit: 'character', characters: task.characters, credits: task.characters },
       estimatedDuration: Math.round((task.duration_seconds ?? estimate) * 1000) / 1000,

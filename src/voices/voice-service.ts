@@ -15,18 +15,28 @@ import type { VoiceStore } from './voice-store.js';
 
 export const VOICE_VERSIONS: readonly VoiceVersion[] = ['v1.0', 'v2.0', 'v3.0', 'v4.0'];
 
-/** The public representation of a voice character. */
+/** A voice's one prompt: the hosted API's voices carry prompts; ours speak as one (`default`). */
+export const DEFAULT_PROMPT = { id: 'default', name: 'default' } as const;
+
+/** The public representation of a voice character, with the hosted API's fields its clients read. */
 export interface Voice {
   id: string;
+  /** The id to put in `voiceId` (the hosted API's field; the voice's own id here). */
+  idForGenerate: string;
   name: string;
   status: VoiceStatus;
   version: VoiceVersion;
+  /** Where the voice comes from: the account's own (`user`), as every voice here is. */
+  from: 'user';
   language: string;
   engine: VoiceBinding;
-  metadata: { description: string; withLora: boolean };
+  metadata: { description: string; withLora: boolean; prompts: (typeof DEFAULT_PROMPT)[] };
   createdAt: string;
   updatedAt: string;
 }
+
+/** A voice as a task record lists it: the voice, or its id when it has been deleted since. */
+export type TaskVoice = Voice | { id: string; idForGenerate: string; deleted: true };
 
 /** A language tag such as en or en-GB (voice create and operator import). */
 export const languageSchema = z
@@ -121,6 +131,15 @@ export class VoiceService {
     return toVoice(await this.requireRow(accountId, id));
   }
 
+  /**
+   * The voice objects of `ids` for a task record (the hosted API's `metadata.voices`), in order; a
+   * voice deleted since keeps its id, marked `deleted`.
+   */
+  async forTask(accountId: string, ids: readonly string[]): Promise<TaskVoice[]> {
+    const found = new Map((await this.store.getMany(accountId, ids)).map((row) => [row.id, toVoice(row)]));
+    return ids.map((id) => found.get(id) ?? { id, idForGenerate: id, deleted: true });
+  }
+
   /** The engine binding of a ready voice, for synthesis. */
   async bindingFor(accountId: string, id: string): Promise<VoiceBinding> {
     const row = await this.requireRow(accountId, id);
@@ -200,12 +219,14 @@ function parseBinding(row: VoiceRow): VoiceBinding {
 function toVoice(row: VoiceRow): Voice {
   return {
     id: row.id,
+    idForGenerate: row.id,
     name: row.name,
     status: row.status,
     version: row.version,
+    from: 'user',
     language: row.language,
     engine: parseBinding(row),
-    metadata: { description: row.description, withLora: row.with_lora },
+    metadata: { description: row.description, withLora: row.with_lora, prompts: [DEFAULT_PROMPT] },
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };

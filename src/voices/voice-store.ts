@@ -19,6 +19,17 @@ export class VoiceStore {
       .executeTakeFirst();
   }
 
+  /** The account's voices among `ids` (missing ones are left out). */
+  async getMany(accountId: string, ids: readonly string[]): Promise<VoiceRow[]> {
+    if (ids.length === 0) return [];
+    return this.db
+      .selectFrom('voices')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('id', 'in', [...ids])
+      .execute();
+  }
+
   async list(accountId: string, limit: number, offset: number): Promise<{ rows: VoiceRow[]; total: number }> {
     return fetchPage(
       this.db.selectFrom('voices').selectAll().where('account_id', '=', accountId),

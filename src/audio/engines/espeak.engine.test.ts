@@ -4,7 +4,12 @@ import { rmsDbfs } from '../../../test/helpers/audio-check.js';
 import { isAppError } from '../../errors/app-error.js';
 import { concatPcm } from '../pcm.js';
 import type { SynthesisRequest } from './engine.js';
-import { createEspeakEngine, listEspeakVoices, validateEspeakBinding } from './espeak.engine.js';
+import {
+  createEspeakEngine,
+  listEspeakVoices,
+  speakingVoice,
+  validateEspeakBinding,
+} from './espeak.engine.js';
 
 const engine = createEspeakEngine({ threads: 2 });
 after(() => engine.close());
@@ -60,6 +65,27 @@ describe('espeak engine', () => {
     );
     assert.ok(rmsDbfs(f3) > -35);
     assert.notDeepEqual(f3, plain);
+  });
+
+  it("a piece language other than the voice's speaks with the engine voice for it (hosted `language`)", async () => {
+    const text = 'こんにちは。今日はいい天気ですね。';
+    const length = async (req: Partial<SynthesisRequest>) => concatPcm(await speak({ text, ...req })).length;
+    const english = await length({});
+    const asJapanese = await length({ language: 'ja' });
+    const japaneseVoice = await length({ voice: { engine: 'espeak', voice: 'ja' } });
+    // The same speech as the Japanese voice's (espeak is not bit-exact run to run: lengths, ±5 %),
+    // not the English voice spelling out characters.
+    assert.ok(Math.abs(asJapanese / japaneseVoice - 1) < 0.05, `${asJapanese} vs ${japaneseVoice}`);
+    assert.ok(Math.abs(asJapanese / english - 1) > 0.2, `${asJapanese} vs ${english}`);
+    // A voice that speaks the language already keeps its own voice (en-gb stays en-gb for en-us);
+    // another language takes the catalogue's voice for it with the variant and pitch kept.
+    const catalogue = await listEspeakVoices();
+    const british = { engine: 'espeak', voice: 'en-gb', variant: 'f3', pitch: 70 } as const;
+    assert.deepEqual(speakingVoice(british, 'en-us', catalogue), british);
+    assert.deepEqual(speakingVoice(british, undefined, catalogue), british);
+    assert.deepEqual(speakingVoice(british, 'zh', catalogue), { ...british, voice: 'sit/cmn' });
+    assert.deepEqual(speakingVoice(british, 'yue', catalogue), { ...british, voice: 'sit/yue' });
+    assert.deepEqual(speakingVoice(british, 'fr-fr', catalogue), { ...british, voice: 'roa/fr' });
   });
 
   it('speaks other languages by code, including aliases espeak itself refuses', async () => {

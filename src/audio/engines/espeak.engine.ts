@@ -110,6 +110,34 @@ function resolveVoice(wanted: string, catalogue: EspeakCatalogue): string | unde
   return best?.id;
 }
 
+/** espeak's language code for each canonical language of the hosted API (src/tasks/generation-params.ts). */
+const ESPEAK_LANGUAGE: Readonly<Record<string, string>> = { zh: 'cmn', 'fr-fr': 'fr-fr', 'en-us': 'en-us' };
+
+/** The primary subtag of a language code ('en-us' → 'en'; Mandarin and Chinese are one). */
+function primaryLanguage(code: string): string {
+  const primary = code.toLowerCase().split(/[-_]/)[0] ?? '';
+  return primary === 'cmn' ? 'zh' : primary;
+}
+
+/**
+ * The binding to speak `language` with: the voice's own when it speaks that language already (an
+ * en-gb voice stays en-gb for `en-us`), else the catalogue's best voice for the language with the
+ * voice's variant and pitch — the nearest the embedded engine has to "this voice in that language".
+ */
+export function speakingVoice(
+  binding: EspeakBinding,
+  language: string | undefined,
+  catalogue: EspeakCatalogue,
+): EspeakBinding {
+  if (language === undefined) return binding;
+  const own = resolveVoice(binding.voice, catalogue);
+  const ownLanguages = catalogue.voices.find((v) => v.id === own)?.languages ?? [];
+  const wanted = primaryLanguage(language);
+  if (ownLanguages.some((l) => primaryLanguage(l.code) === wanted)) return binding;
+  const target = resolveVoice(ESPEAK_LANGUAGE[language] ?? language, catalogue);
+  return target === undefined ? binding : { ...binding, voice: target };
+}
+
 /** Creates the espeak engine with `threads` synthesis workers (default min(2, cores)). */
 export function createEspeakEngine(options: { threads?: number } = {}): EspeakEngine {
   return new PooledEspeakEngine(options.threads ?? Math.min(2, availableParallelism()));
@@ -130,7 +158,8 @@ class PooledEspeakEngine implements EspeakEngine {
         `speechRate must be between ${SPEECH_RATE_RANGE.min} and ${SPEECH_RATE_RANGE.max}`,
       );
     }
-    const voice = specFor(req.voice, await loadCatalogue(this.pool));
+    const catalogue = await loadCatalogue(this.pool);
+    const voice = specFor(speakingVoice(req.voice, req.language, catalogue), catalogue);
     const base = {
       voice,
       rate: Math.round(ESPEAK_BASE_WPM / req.speechRate),

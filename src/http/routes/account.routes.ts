@@ -1,24 +1,23 @@
 /**
  * GET /api/account/info: the authenticated account, with its quotas and current usage (issue 11
- * finding 3). The hosted API's clients read the account from top-level `user`; our envelope's
- * `data` carries the same object.
+ * finding 3), in the hosted API's shape (src/accounts/account-info.ts). Its clients read the
+ * account from top-level `user`; our envelope's `data` carries the same object.
  */
 import type { FastifyInstance } from 'fastify';
+import { accountInfo } from '../../accounts/account-info.js';
 import type { AccountQuotaReport } from '../../tasks/task-service.js';
 import { accountOf } from '../auth.js';
 import { ok } from '../envelope.js';
 
 /** The account info routes; `quotaReport` gives an account's quotas and usage. */
-export function accountRoutes(quotaReport: (accountId: string) => Promise<AccountQuotaReport>) {
+export function accountRoutes(
+  quotaReport: (accountId: string) => Promise<AccountQuotaReport>,
+  nodeConcurrency: number,
+) {
   return async (app: FastifyInstance): Promise<void> => {
     app.get('/api/account/info', async (request) => {
       const account = accountOf(request);
-      const user = {
-        id: account.id,
-        name: account.name,
-        createdAt: account.createdAt.toISOString(),
-        ...(await quotaReport(account.id)),
-      };
+      const user = accountInfo(account, await quotaReport(account.id), nodeConcurrency);
       return { ...ok(user), user };
     });
   };

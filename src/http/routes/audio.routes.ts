@@ -3,13 +3,20 @@
  * `auth` token like the stream endpoints, served with Range support and, when the client names one
  * (also through the stream endpoints' 302), `response-content-disposition`. Rate-limited per client
  * address (issue 11 finding 6), like the stream endpoints, with counters of its own.
+ *
+ * And `…/{id}/live.mp3`, the one-shot answer's `streamUrl`: the task's full stream while it is
+ * generated, the stored file afterwards, from the same URL and never through a redirect — the
+ * hosted API's clients download it without following redirects (docs/compatibility.md).
  */
 import type { FastifyInstance } from 'fastify';
 import { errors } from '../../errors/app-error.js';
 import type { BlobStore } from '../../storage/blob-store.js';
 import { contentDispositionFromQuery } from '../../stream/content-disposition.js';
+import type { StreamService } from '../../stream/stream-service.js';
 import type { TaskService } from '../../tasks/task-service.js';
 import { clientAddressKey, registerRateLimit, type RateLimitStore } from '../rate-limit.js';
+import { plannedRequestHeaders, sendStreamResponse } from '../reply-plan.js';
+import { responseClosed } from '../response-signals.js';
 import { sendBlob } from '../send-blob.js';
 
 /** Rate-limit settings of the finished-audio routes (requests per client address and window). */
@@ -20,11 +27,17 @@ export interface AudioRouteOptions {
 }
 
 interface AudioQuery {
+  [name: string]: unknown;
   auth?: string;
   'response-content-disposition'?: unknown;
 }
 
-export function audioRoutes(tasks: TaskService, blobs: BlobStore, options: AudioRouteOptions) {
+export function audioRoutes(
+  tasks: TaskService,
+  blobs: BlobStore,
+  streams: StreamService,
+  options: AudioRouteOptions,
+) {
   return async (app: FastifyInstance): Promise<void> => {
     await registerRateLimit(
       app,
@@ -41,6 +54,29 @@ export function audioRoutes(tasks: TaskService, blobs: BlobStore, options: Audio
       url: '/api/tts/generate/:id/audio.mp3',
       exposeHeadRoute: false,
       handler: async (request, reply) => {
+        const disposition = contentDispositionFromQuery(request.query['response-content-disposition']);
+        const key = await tasks.audioKeyFor(request.params.id, null, request.query.auth);
+        return sendBlob(request, reply, blobs, key, 'audio/mpeg', disposition);
+      },
+    });
+    app.route<{ Params: { id: string }; Querystring: AudioQuery }>({
+      method: ['GET', 'HEAD'],
+      url: '/api/tts/generate/:id/live.mp3',
+      exposeHeadRoute: false,
+      handler: async (request, reply) => {
+        const signal = responseClosed(reply);
+        const response = await streams.stream({
+          method: request.method === 'HEAD' ? 'HEAD' : 'GET',
+          taskId: request.params.id,
+          contentIndex: undefined,
+          query: request.query,
+          ...plannedRequestHeaders(request.headers),
+          signal,
+          relayed: false,
+        });
+        // The stream endpoint's answer, except its 302 to the stored file: that file itself here.
+        if (response.status !== 302) return sendStreamResponse(reply, response);
+        response.body?.destroy();
         const disposition = contentDispositionFromQuery(request.query['response-content-disposition']);
         const key = await tasks.audioKeyFor(request.params.id, null, request.query.auth);
         return sendBlob(request, reply, blobs, key, 'audio/mpeg', disposition);

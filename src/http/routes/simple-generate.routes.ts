@@ -3,7 +3,8 @@
  *  - `POST /api/tts/simple-generate`: JSON `{status, message, data:{id, audio, streamUrl?, credit_used}}`
  *    once the audio is stored, or with `direct_stream: true` the MP3 bytes themselves;
  *  - `GET /api/tts/simple-generate.mp3`: the same fields as query parameters, always the MP3 bytes.
- * The MP3 answer is chunked audio/mpeg with `X-Service-Audio-Id` and `X-Service-Response-Data`, the
+ * The MP3 answer is chunked audio/mpeg with `X-Service-Audio-Id` and `X-Service-Response-Data` (and
+ * their hosted-API names `X-Reecho-Audio-Id`, `X-Reecho-Response-Data`), the
  * only responses that carry these headers (spec 4.1 rule 6). Errors before the first byte are
  * JSON; a failure after it cuts the stream.
  */
@@ -17,15 +18,7 @@ import {
 } from '../../tasks/one-shot.js';
 import { accountOf } from '../auth.js';
 import { ok } from '../envelope.js';
-
-/** An AbortSignal that fires when the client goes away before the response has been sent in full. */
-function clientGone(reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) controller.abort(new Error('the client closed the connection'));
-  });
-  return controller.signal;
-}
+import { clientGone } from '../response-signals.js';
 
 async function answer(
   oneShot: OneShotService,
@@ -50,7 +43,10 @@ async function answer(
     .header('Content-Type', 'audio/mpeg')
     .header('Cache-Control', 'no-store')
     .header('X-Service-Audio-Id', info.id)
-    .header('X-Service-Response-Data', JSON.stringify(info));
+    .header('X-Service-Response-Data', JSON.stringify(info))
+    // The hosted API's names of the same headers, which its clients read (docs/compatibility.md).
+    .header('X-Reecho-Audio-Id', info.id)
+    .header('X-Reecho-Response-Data', JSON.stringify(info));
   // No Content-Length: the length is unknown until the encoder is flushed, so the reply is chunked.
   return reply.send(Readable.from(body, { objectMode: false }));
 }

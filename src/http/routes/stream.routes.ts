@@ -11,6 +11,7 @@ import type { StreamService } from '../../stream/stream-service.js';
 import { ok } from '../envelope.js';
 import { clientAddressKey, registerRateLimit, type RateLimitStore } from '../rate-limit.js';
 import { plannedRequestHeaders, sendStreamResponse } from '../reply-plan.js';
+import { responseClosed } from '../response-signals.js';
 
 /** Rate-limit settings of the stream endpoints. */
 export interface StreamRouteOptions {
@@ -29,13 +30,6 @@ interface ContentParams {
 type Query = Record<string, unknown>;
 
 const BASE = '/api/tts/generate/:id';
-
-/** An AbortSignal that fires when the response is closed (finished, or the client went away). */
-function closeSignal(reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
-  reply.raw.once('close', () => controller.abort(new Error('client closed the connection')));
-  return controller.signal;
-}
 
 /** Registers the stream endpoints and their rate limit in an encapsulated plugin. */
 export function streamRoutes(stream: StreamService, options: StreamRouteOptions) {
@@ -56,7 +50,7 @@ export function streamRoutes(stream: StreamService, options: StreamRouteOptions)
       request: FastifyRequest<{ Params: Partial<ContentParams>; Querystring: Query }>,
       reply: FastifyReply,
     ): Promise<FastifyReply> => {
-      const signal = closeSignal(reply);
+      const signal = responseClosed(reply);
       try {
         const response = await stream.stream({
           method,
