@@ -221,6 +221,45 @@ describe('one-shot synthesis, direct MP3', () => {
     await checkMp3(bytes, task.estimatedDuration);
   });
 
+  it('streamUrl answers live bytes while generating and the stored file afterwards, never a redirect', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    upstreamHandler = async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'audio/mpeg' });
+      res.write(upstreamMp3.subarray(0, upstreamMp3.length >> 1));
+      await gate;
+      res.end(upstreamMp3.subarray(upstreamMp3.length >> 1));
+    };
+    const res = await post({ text: 'Held upstream.', voiceId: remoteVoiceId, direct_stream: true });
+    const info = JSON.parse(String(res.headers.get('x-reecho-response-data'))) as OneShotAudioInfo;
+    const direct = (async () => Buffer.from(await res.arrayBuffer()))();
+    // While the upstream holds: 200, live (chunked, no Content-Length), MP3 bytes already there.
+    const live = await fetch(info.streamUrl, { redirect: 'manual' });
+    assert.equal(live.status, 200);
+    assert.equal(live.headers.get('content-type'), 'audio/mpeg');
+    assert.equal(live.headers.get('content-length'), null);
+    const reader = (live.body as ReadableStream<Uint8Array>).getReader();
+    const first = await reader.read();
+    assert.ok(first.value !== undefined && first.value.length > 0);
+    assert.equal((await t.app.services.tasks.get(t.accountId, info.id)).status, 'processing');
+    release();
+    const parts: Uint8Array[] = [first.value];
+    for (let r = await reader.read(); !r.done; r = await reader.read()) parts.push(r.value);
+    await direct;
+    const task = await waitTask(info.id);
+    assert.equal(task.status, 'generated', task.error);
+    // Afterwards the same URL answers the stored file itself: 200 with a length, no redirect.
+    const stored = await fetch(info.streamUrl, { redirect: 'manual' });
+    assert.equal(stored.status, 200);
+    assert.equal(stored.headers.get('content-type'), 'audio/mpeg');
+    const storedBytes = Buffer.from(await stored.arrayBuffer());
+    assert.equal(Number(stored.headers.get('content-length')), storedBytes.length);
+    assert.ok(Buffer.concat(parts).equals(storedBytes), 'the live bytes are the stored file');
+    const ranged = await fetch(info.streamUrl, { redirect: 'manual', headers: { range: 'bytes=0-99' } });
+    assert.equal(ranged.status, 206);
+    assert.equal(Buffer.from(await ranged.arrayBuffer()).length, 100);
+  });
+
   it('streams while the piece is still being synthesised', async () => {
     // The upstream sends half of its MP3 and holds the rest: the client already has audio while
     // the task is processing.
