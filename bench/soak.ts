@@ -2,7 +2,8 @@
  * Load and soak (issue 11, Suites): `npx tsx bench/soak.ts`, a measurement script, not a test.
  * Environment: DURATION (loaded seconds, 600), UNLOADED (seconds, 45), WARMUP (seconds, 15), READERS (500), SESSIONS (20),
  * API_RPS (50), HOSTILE_HEAD_RPS (200), HOSTILE_PREVIEW_RPS (5), HOSTILE_GENERATE_RPS (10),
- * HOSTILE_TASK_CHARS (100000), SERVER_ENV ("K=V,K=V" extra server variables), KEEP_DATA (1 keeps
+ * HOSTILE_TASK_CHARS (100000), SERVER_ENV ("K=V,K=V" extra server variables), SERVER_NODE_ARGS
+ * (extra node flags of the server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), KEEP_DATA (1 keeps
  * the temporary DATA_DIR and the server log).
  *
  * Starts the real server (`node --import tsx src/main.ts`, embedded defaults, a temporary DATA_DIR)
@@ -248,7 +249,9 @@ async function startServer(): Promise<ServerInfo> {
   );
   const log = join(dataDir, 'server.log');
   const logFile = openSync(log, 'w');
-  const child = spawn(process.execPath, ['--import', 'tsx', '--import', probe, 'src/main.ts'], {
+  // SERVER_NODE_ARGS: extra node flags for the server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+  const nodeArgs = (process.env.SERVER_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '');
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', '--import', probe, 'src/main.ts'], {
     env: {
       ...process.env,
       HOST: '127.0.0.1',
