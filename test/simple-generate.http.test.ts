@@ -65,6 +65,19 @@ async function createVoice(payload: object): Promise<string> {
   return res.json<{ data: { id: string } }>().data.id;
 }
 
+/** Makes the upstream send half of its MP3 and hold the rest until the returned function is called. */
+function holdUpstreamAfterHalf(): () => void {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  upstreamHandler = async (_req, res) => {
+    res.writeHead(200, { 'content-type': 'audio/mpeg' });
+    res.write(upstreamMp3.subarray(0, upstreamMp3.length >> 1));
+    await gate;
+    res.end(upstreamMp3.subarray(upstreamMp3.length >> 1));
+  };
+  return release;
+}
+
 function post(body: unknown, key = t.key, signal?: AbortSignal): Promise<Response> {
   return fetch(`${t.baseUrl}/api/tts/simple-generate`, {
     method: 'POST',
@@ -222,14 +235,7 @@ describe('one-shot synthesis, direct MP3', () => {
   });
 
   it('streamUrl answers live bytes while generating and the stored file afterwards, never a redirect', async () => {
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    upstreamHandler = async (_req, res) => {
-      res.writeHead(200, { 'content-type': 'audio/mpeg' });
-      res.write(upstreamMp3.subarray(0, upstreamMp3.length >> 1));
-      await gate;
-      res.end(upstreamMp3.subarray(upstreamMp3.length >> 1));
-    };
+    const release = holdUpstreamAfterHalf();
     const res = await post({ text: 'Held upstream.', voiceId: remoteVoiceId, direct_stream: true });
     const info = JSON.parse(String(res.headers.get('x-reecho-response-data'))) as OneShotAudioInfo;
     const direct = (async () => Buffer.from(await res.arrayBuffer()))();
@@ -263,14 +269,7 @@ describe('one-shot synthesis, direct MP3', () => {
   it('streams while the piece is still being synthesised', async () => {
     // The upstream sends half of its MP3 and holds the rest: the client already has audio while
     // the task is processing.
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    upstreamHandler = async (_req, res) => {
-      res.writeHead(200, { 'content-type': 'audio/mpeg' });
-      res.write(upstreamMp3.subarray(0, upstreamMp3.length >> 1));
-      await gate;
-      res.end(upstreamMp3.subarray(upstreamMp3.length >> 1));
-    };
+    const release = holdUpstreamAfterHalf();
     const res = await getMp3({ text: 'Held upstream.', voiceId: remoteVoiceId });
     assert.equal(res.status, 200);
     const id = String(res.headers.get('x-service-audio-id'));
@@ -288,14 +287,7 @@ describe('one-shot synthesis, direct MP3', () => {
   });
 
   it('a client leaving mid-stream stops its encoding, not the task', async () => {
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    upstreamHandler = async (_req, res) => {
-      res.writeHead(200, { 'content-type': 'audio/mpeg' });
-      res.write(upstreamMp3.subarray(0, upstreamMp3.length >> 1));
-      await gate;
-      res.end(upstreamMp3.subarray(upstreamMp3.length >> 1));
-    };
+    const release = holdUpstreamAfterHalf();
     const res = await getMp3({ text: 'Abandoned.', voiceId: remoteVoiceId });
     const id = String(res.headers.get('x-service-audio-id'));
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
