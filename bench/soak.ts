@@ -190,9 +190,16 @@ function politeError(kind: string, what: string, sentIn: Phase): void {
 }
 
 /** `HTTP 429 RATE_LIMIT_EXCEEDED`: the status and the error code of a spec error body. */
+/**
+ * Status and error code of an answer; a per-account quota refusal (which shares the rate
+ * limiter's code RATE_LIMIT_EXCEEDED) is told apart by the quota its message names.
+ */
 function statusOf(answer: Answer): string {
-  const code = /"code"\s*:\s*"([A-Z_]+)"/.exec(answer.body.toString('utf8', 0, 2000))?.[1];
-  return code === undefined ? String(answer.status) : `${answer.status} ${code}`;
+  const text = answer.body.toString('utf8', 0, 2000);
+  const code = /"code"\s*:\s*"([A-Z_]+)"/.exec(text)?.[1];
+  if (code === undefined) return String(answer.status);
+  const quota = /(queued tasks|daily characters) quota exceeded/.exec(text)?.[1];
+  return quota === undefined ? `${answer.status} ${code}` : `${answer.status} ${code} (${quota} quota)`;
 }
 
 function percentile(values: number[], p: number): number {
