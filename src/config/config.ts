@@ -43,6 +43,14 @@ const envSchema = z.object({
       'comma-separated addresses, CIDRs or loopback/linklocal/uniquelocal',
     )
     .optional(),
+  /** Comma-separated web origins (`https://app.example`) allowed to call the API from a browser, or `*`; unset = no CORS. */
+  CORS_ORIGINS: z
+    .string()
+    .regex(
+      /^\s*(\*|https?:\/\/[^\s,/]+)(\s*,\s*https?:\/\/[^\s,/]+)*\s*$/,
+      'comma-separated origins such as https://app.example (scheme and host, no path), or *',
+    )
+    .optional(),
   /** Bearer token /metrics requires; when unset, /metrics answers only clients on the loopback address. */
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').max(512).optional(),
   STREAM_IDLE_RECLAIM_MS: intFrom(10, 86_400_000).default(30 * 60_000),
@@ -149,7 +157,13 @@ export interface AppConfig {
   /** Per account (`max`), per client address on stream and audio routes (`streamMax`) and before authentication (`ipMax`). */
   rateLimit: { max: number; windowMs: number; streamMax: number; ipMax: number };
   /** HTTP server bounds (issue 11 finding 6); `trustProxy`: proxies whose X-Forwarded-For gives `request.ip`. */
-  http: { headersTimeoutMs: number; requestTimeoutMs: number; trustProxy: string[] };
+  http: {
+    headersTimeoutMs: number;
+    requestTimeoutMs: number;
+    trustProxy: string[];
+    /** Browser origins allowed by CORS (`*` = any); empty = no CORS headers. */
+    corsOrigins: string[];
+  };
   /** Bearer token of /metrics; undefined = loopback clients only. */
   metricsToken: string | undefined;
   streamIdleReclaimMs: number;
@@ -251,6 +265,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       headersTimeoutMs: e.HEADERS_TIMEOUT_MS,
       requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
       trustProxy: (e.TRUST_PROXY ?? '')
+        .split(',')
+        .map((entry) => entry.trim())
+        .filter((entry) => entry !== ''),
+      corsOrigins: (e.CORS_ORIGINS ?? '')
         .split(',')
         .map((entry) => entry.trim())
         .filter((entry) => entry !== ''),

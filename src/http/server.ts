@@ -7,6 +7,7 @@
  * else 408; during shutdown, requests on open connections get 503 SYSTEM_SHUTTING_DOWN.
  */
 import { randomUUID } from 'node:crypto';
+import cors from '@fastify/cors';
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type { AppConfig } from '../config/config.js';
 import { AppError } from '../errors/app-error.js';
@@ -40,6 +41,35 @@ const SHUTDOWN_RETRY_AFTER_S = 5;
  */
 function connectionsCheckingInterval(headersTimeoutMs: number): number {
   return Math.max(25, Math.min(1_000, Math.floor(headersTimeoutMs / 4)));
+}
+
+/** Response headers a browser script may read: the request id, audio ids and metadata, ranges. */
+const CORS_EXPOSED_HEADERS = [
+  REQUEST_ID_HEADER,
+  'X-Service-Audio-Id',
+  'X-Service-Response-Data',
+  'X-Reecho-Audio-Id',
+  'X-Reecho-Response-Data',
+  'Content-Length',
+  'Content-Range',
+  'Accept-Ranges',
+  'ETag',
+  'Retry-After',
+];
+
+/**
+ * CORS for browser clients (CORS_ORIGINS; none by default): preflights answered, the allowed
+ * origins reflected, credentials by bearer header only (no cookies, so `*` is safe to offer).
+ */
+function registerCors(app: FastifyInstance, origins: readonly string[]): void {
+  if (origins.length === 0) return;
+  void app.register(cors, {
+    origin: origins.includes('*') ? '*' : [...origins],
+    methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'],
+    allowedHeaders: ['Authorization', 'Content-Type', 'Range', 'If-Range', 'If-None-Match', 'If-Match'],
+    exposedHeaders: CORS_EXPOSED_HEADERS,
+    maxAge: 600,
+  });
 }
 
 /** Node answers an Expect it does not know with a bare 417 unless told (RFC 9110 §10.1.1). */
@@ -121,6 +151,7 @@ export function createHttpServer(
   // An unknown Expect: let the request through the usual pipeline, whose onRequest hook answers 417.
   app.server.on('checkExpectation', (req, res) => app.routing(req, res));
   decorateAccount(app);
+  registerCors(app, config.http.corsOrigins);
   registerJsonBodyParser(app);
   registerStorableParamsCheck(app);
   let closing = false;
