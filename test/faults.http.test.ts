@@ -25,7 +25,7 @@ import { MemoryTaskEvents } from '../src/tasks/task-events.memory.js';
 import type { TaskDetailView } from '../src/tasks/task-service.js';
 import { startFaultUpstream, toneMp3, type FaultUpstream } from './helpers/fault-upstream.js';
 import { ffmpegErrors, probeAudio } from './helpers/audio-check.js';
-import { send, type Reply } from './helpers/http-client.js';
+import { readLive, send, type Reply } from './helpers/http-client.js';
 import { stableCounts, settledCounts } from './helpers/resource-counts.js';
 import { startServerProcess, type ServerProcess } from './helpers/server-process.js';
 import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
@@ -140,35 +140,12 @@ describe('fault: the remote engine throws or hangs mid-piece (one generation slo
 
       // A live reader: bytes of piece 0 (and the start of piece 1) arrive, then the failure.
       const streamUrl = await calls.streamUrl(id);
-      let received = 0;
-      const reading = new Promise<Reply>((resolve, reject) => {
-        void import('node:http').then(({ request }) => {
-          const req = request(String(streamUrl), { agent: false });
-          req.on('error', reject);
-          req.on('response', (res) => {
-            const parts: Buffer[] = [];
-            res.on('data', (chunk: Buffer) => {
-              parts.push(chunk);
-              received += chunk.length;
-            });
-            res.on('error', () => undefined);
-            res.on('close', () =>
-              resolve({
-                status: res.statusCode ?? 0,
-                headers: res.headers,
-                body: Buffer.concat(parts),
-                truncated: !res.complete,
-                headersMs: 0,
-              }),
-            );
-          });
-          req.end();
-        });
-      });
-      const deadline = AbortSignal.timeout(15_000);
+      const live = readLive(String(streamUrl));
       // Piece 0 is 3 s of audio: 320 kbps → 120,000 bytes; wait for well into it.
-      while (received < 100_000 || (fault === 'throws' && cutPiece === undefined)) {
-        if (deadline.aborted) assert.fail(`reader got ${received} bytes`);
+      await live.until(100_000);
+      const deadline = AbortSignal.timeout(15_000);
+      while (fault === 'throws' && cutPiece === undefined) {
+        if (deadline.aborted) assert.fail(`the upstream never started the failing piece`);
         await sleep(10);
       }
       cutPiece?.();
@@ -179,7 +156,7 @@ describe('fault: the remote engine throws or hangs mid-piece (one generation slo
         failed.error,
         `content 1 of task ${id}: ${fault === 'throws' ? FAILED_MESSAGE : TIMEOUT_MESSAGE}`,
       );
-      const reply = await reading;
+      const reply = await live.done;
       assert.equal(reply.status, 200);
       assert.ok(
         reply.body.length >= 100_000,

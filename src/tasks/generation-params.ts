@@ -58,6 +58,8 @@ const LANGUAGE_BY_ISO639_3: Readonly<Record<string, Language>> = {
   spa: 'es',
 };
 const DETECTABLE = Object.keys(LANGUAGE_BY_ISO639_3);
+/** Characters of a text the detector reads. */
+const DETECTION_SAMPLE_CHARS = 500;
 
 /**
  * `language: "auto"`: the language of `text` among ours, by franc (trigrams, and scripts for
@@ -66,7 +68,11 @@ const DETECTABLE = Object.keys(LANGUAGE_BY_ISO639_3);
  * documented in docs/compatibility.md.
  */
 export function detectLanguage(text: string): Language | undefined {
-  return LANGUAGE_BY_ISO639_3[franc(text, { minLength: 1, only: DETECTABLE })];
+  // The start of a text tells its language; task creation runs on the main thread, so a
+  // 3,000-character item is not scanned whole.
+  return LANGUAGE_BY_ISO639_3[
+    franc(text.slice(0, DETECTION_SAMPLE_CHARS), { minLength: 1, only: DETECTABLE })
+  ];
 }
 
 /** The style of a preset key (`v3_balance_pro` → `balance`): what our engines are asked for. */
