@@ -37,29 +37,30 @@ export function storableString(): z.ZodString {
 }
 
 /**
- * Parses `input` with `schema`; on failure throws the VALIDATION_* (or `codeOverride`) error of the
- * first issue. `fieldPrefix` (e.g. `contents[0]`) names where `input` sits in the request.
+ * Parses `input` with `schema`; on failure throws the VALIDATION_* error of the first issue, naming
+ * the field. `invalidCode` replaces the code of a bad (or too long) value — a missing field stays
+ * VALIDATION_MISSING_FIELD. `fieldPrefix` (e.g. `contents[0]`) names where `input` sits.
  */
 export function parseInput<S extends z.ZodType>(
   schema: S,
   input: unknown,
-  codeOverride?: ErrorCode,
+  invalidCode?: ErrorCode,
   fieldPrefix?: string,
 ): z.output<S> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
   const issue = result.error.issues[0];
-  if (issue === undefined) throw new AppError(codeOverride ?? 'VALIDATION_INVALID_VALUE', 'invalid request');
+  if (issue === undefined) throw new AppError(invalidCode ?? 'VALIDATION_INVALID_VALUE', 'invalid request');
   const path = fieldPrefix === undefined ? issue.path : [fieldPrefix, ...issue.path];
   const field = fieldName(path);
   if (issue.code === 'invalid_type' && /received undefined/.test(issue.message)) {
-    throw new AppError(codeOverride ?? 'VALIDATION_MISSING_FIELD', `${field} is required`);
+    throw new AppError('VALIDATION_MISSING_FIELD', `${field} is required`);
   }
   if (issue.code === 'too_big' && issue.origin === 'string') {
     throw new AppError(
-      codeOverride ?? 'VALIDATION_TOO_LONG',
+      invalidCode ?? 'VALIDATION_TOO_LONG',
       `${field} must be at most ${String(issue.maximum)} characters`,
     );
   }
-  throw new AppError(codeOverride ?? 'VALIDATION_INVALID_VALUE', `${field}: ${issue.message}`);
+  throw new AppError(invalidCode ?? 'VALIDATION_INVALID_VALUE', `${field}: ${issue.message}`);
 }

@@ -4,7 +4,7 @@
  * splitter, whose utterances are validated exactly like content items.
  */
 import { z } from 'zod';
-import { AppError, errors, isAppError } from '../errors/app-error.js';
+import { AppError, errors } from '../errors/app-error.js';
 import {
   CONTROL_CHARACTER_MESSAGE,
   controlCharacterIndex,
@@ -81,20 +81,6 @@ export interface GenerateLimits {
 /** Loads a saved splitter's config for the caller (404 / 500 METADATA_INVALID come from there). */
 export type SplitterLookup = (splitterId: string) => Promise<SplitterConfig>;
 
-/**
- * Strict, as the hosted API's async endpoint: a bad value is TTS_CONTENTS_INVALID naming the field
- * (a missing one stays VALIDATION_MISSING_FIELD, as a missing `text` is).
- */
-function strictContentItem(raw: unknown, where: string): ContentItem {
-  try {
-    return parseInput(contentItemSchema, raw, undefined, where);
-  } catch (err) {
-    if (isAppError(err) && err.code !== 'VALIDATION_MISSING_FIELD')
-      throw new AppError('TTS_CONTENTS_INVALID', err.message);
-    throw err;
-  }
-}
-
 function parseItem(raw: unknown, where: string, limits: GenerateLimits): PieceInput {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new AppError('TTS_CONTENTS_INVALID', `${where} must be an object`);
@@ -112,7 +98,8 @@ function parseItem(raw: unknown, where: string, limits: GenerateLimits): PieceIn
   }
   if (typeof obj.text === 'string' && obj.text.length > limits.textLength)
     throw errors.tooLong(`${where}.text`, limits.textLength);
-  const item = strictContentItem(raw, where);
+  // Strict, as the hosted API's async endpoint: a bad value is TTS_CONTENTS_INVALID naming the field.
+  const item = parseInput(contentItemSchema, raw, 'TTS_CONTENTS_INVALID', where);
   const { type: _type, text, voiceId, language, ...rest } = item;
   const spoken = language === 'auto' ? detectLanguage(text) : language;
   const params: PieceParams = spoken === undefined ? rest : { ...rest, language: spoken };
