@@ -28,6 +28,8 @@ export interface Adapters {
   blobs: BlobStore;
   events: TaskEvents;
   queue: TaskQueue;
+  /** The queue of the short-task lane (config.shortTasks); undefined when the lane is off. */
+  shortQueue: TaskQueue | undefined;
   rateLimitStore: RateLimitStore;
   /** Scale-out: this node's place in the cluster (session ownership, relays); undefined on one node. */
   cluster: StreamCluster | undefined;
@@ -103,6 +105,7 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
       blobs,
       events: new MemoryTaskEvents(),
       queue: new MemoryTaskQueue(),
+      shortQueue: config.shortTasks === null ? undefined : new MemoryTaskQueue(),
       rateLimitStore: { kind: 'memory' },
       cluster: undefined,
       nodeUrl: config.publicUrl,
@@ -151,6 +154,18 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
     onError: options.onBackgroundError,
   });
   closers.add(() => queue.close());
+  let shortQueue: BullmqTaskQueue | undefined;
+  if (config.shortTasks !== null) {
+    const lane = new BullmqTaskQueue({
+      redisUrl: scaleOut.redisUrl,
+      prefix: scaleOut.redisPrefix,
+      leaseMs: config.leases.taskMs,
+      onError: options.onBackgroundError,
+      queueName: 'generation-short',
+    });
+    shortQueue = lane;
+    closers.add(() => lane.close());
+  }
 
   const retryAfterSeconds = Math.ceil(config.leases.taskMs / 1000);
   return {
@@ -158,6 +173,7 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
     blobs,
     events,
     queue,
+    shortQueue,
     rateLimitStore: { kind: 'redis', client: redis, keyPrefix: scaleOut.redisPrefix },
     cluster: {
       nodeUrl: scaleOut.nodeUrl,

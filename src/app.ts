@@ -111,7 +111,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   };
 
   try {
-    const accounts = new AccountService(database.db);
+    const accounts = new AccountService(database.db, { authCacheMs: config.authCacheMs });
     if (config.bootstrapApiKey !== undefined) await accounts.bootstrap(config.bootstrapApiKey);
     const engines = createEngineCatalog({
       espeak: await listEspeakVoices(),
@@ -144,6 +144,10 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       engineFor: (binding) => synthesis.engineFor(binding),
       events,
       concurrency: config.generationConcurrency,
+      shortLane:
+        adapters.shortQueue !== undefined && config.shortTasks !== null
+          ? { queue: adapters.shortQueue, ...config.shortTasks }
+          : undefined,
       accountConcurrency: config.accountQuotas.maxConcurrentTasks,
       // Stream pipelines of a finished task have read its pieces long before this.
       workFilesIdleMs: Math.max(config.streamIdleReclaimMs, 30 * 60_000),

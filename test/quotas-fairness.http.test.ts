@@ -134,13 +134,25 @@ async function taskWhen(
 
 const finished = (task: TaskDetailView): boolean => task.status === 'generated' || task.status === 'failed';
 
-/** Holds the only generation slot with a task on the hanging upstream, until release(). */
-async function holdTheSlot(): Promise<{ release(): Promise<void> }> {
+/** A text above SHORT_TASK_MAX_CHARS (500 by default): its task takes the main lane. */
+const LONG_TEXT = 'This long text goes to the main lane of generation. '.repeat(12);
+
+/**
+ * Holds a generation slot with a task on the hanging upstream, until release(): the only slot of
+ * the short-task lane (every task of these tests is short, so it is the slot they compete for),
+ * or with `lane: 'main'` the only slot of the main lane.
+ */
+async function holdTheSlot(
+  lane: 'short' | 'main' = 'short',
+  holder?: Tenant,
+): Promise<{ id: string; release(): Promise<void> }> {
   upstream.handle(hanging);
-  const holder = await tenant();
-  const id = await createTask(holder, 'This upstream never answers.', holder.remote);
+  holder ??= await tenant();
+  const text = lane === 'short' ? 'This upstream never answers.' : LONG_TEXT;
+  const id = await createTask(holder, text, holder.remote);
   await taskWhen(holder, id, (task) => task.status === 'processing', 'processing');
   return {
+    id,
     release: async () => {
       const res = await cancel(holder, id);
       assert.equal(res.statusCode, 200, res.body);
@@ -369,6 +381,36 @@ describe('POST /api/tts/generate/{id}/cancel (our extension)', () => {
     const next = await createTask(who, 'The slot is free again.');
     const generated = await taskWhen(who, next, finished, 'finished');
     assert.equal(generated.status, 'generated', generated.error);
+  });
+});
+
+describe('the short-task lane (issue 11, load and soak)', () => {
+  it('one-shots and short tasks are generated while a long task holds every main slot; long ones wait', async () => {
+    const holder = await tenant();
+    const slot = await holdTheSlot('main', holder);
+    // The holder's own short task: not counted against its one long task at a time.
+    const own = await createTask(holder, 'A short task of the busy account.');
+    const who = await tenant();
+    const mp3 = await fetch(
+      `${t.baseUrl}/api/tts/simple-generate.mp3?${new URLSearchParams({ text: 'Straight through.', voiceId: who.espeak }).toString()}`,
+      { headers: bearer(who.key) },
+    );
+    assert.equal(mp3.status, 200, await mp3.clone().text());
+    const bytes = Buffer.from(await mp3.arrayBuffer());
+    assert.ok(bytes.length > 1000 && bytes[0] === 0xff, 'an MP3 body');
+    const small = await createTask(who, 'A small task, number one.');
+    const long = await createTask(who, LONG_TEXT);
+    for (const [owner, id] of [
+      [holder, own],
+      [who, small],
+    ] as const) {
+      const task = await taskWhen(owner, id, finished, 'finished');
+      assert.equal(task.status, 'generated', task.error);
+    }
+    assert.equal((await t.app.services.tasks.get(who.accountId, long)).status, 'pending');
+    await slot.release();
+    const done = await taskWhen(who, long, finished, 'finished');
+    assert.equal(done.status, 'generated', done.error);
   });
 });
 

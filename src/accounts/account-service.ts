@@ -8,6 +8,7 @@ import { AppError, errors } from '../errors/app-error.js';
 import { CONTROL_CHARACTER_MESSAGE, controlCharacterIndex } from '../errors/validation.js';
 import type { Database } from '../storage/schema.js';
 import { secretsEqual } from '../common/secret-compare.js';
+import { TtlCache } from '../common/ttl-cache.js';
 import { API_KEY_PATTERN, generateApiKey, hashApiKey, keyPrefix } from './api-keys.js';
 
 export interface Account {
@@ -26,8 +27,30 @@ export interface ApiKeyInfo {
 
 export const DEFAULT_ACCOUNT_NAME = 'default';
 
+/** Keys whose account this node remembers at once (each a few hundred bytes). */
+const AUTH_CACHE_ENTRIES = 10_000;
+
+/** Options of `AccountService`. */
+export interface AccountServiceOptions {
+  /**
+   * How long this node remembers the account of a key that authenticated (AUTH_CACHE_MS), so a
+   * request needs no database lookup; 0 = always look up. A key revoked through this node stops at
+   * once; one revoked elsewhere (another node, the database directly) within this time.
+   */
+  authCacheMs?: number;
+}
+
+/** Accounts and keys over the metadata database, with authenticated keys cached in memory. */
 export class AccountService {
-  constructor(private readonly db: Kysely<Database>) {}
+  /** Account of each key hash that authenticated lately (never a key that failed). */
+  private readonly authenticated: TtlCache<string, Account>;
+
+  constructor(
+    private readonly db: Kysely<Database>,
+    options: AccountServiceOptions = {},
+  ) {
+    this.authenticated = new TtlCache(options.authCacheMs ?? 0, AUTH_CACHE_ENTRIES);
+  }
 
   /** Creates an account; names are unique. */
   async createAccount(name: string): Promise<Account> {
@@ -112,12 +135,17 @@ export class AccountService {
       .executeTakeFirst();
     if (result.numUpdatedRows === 0n)
       throw new AppError('RESOURCE_NOT_FOUND', `active key "${keyId}" not found`);
+    // Revocations are rare: forget every remembered key rather than look this one's hash up.
+    this.authenticated.clear();
   }
 
   /** The account a bearer key belongs to, or AUTH_UNAUTHORIZED. */
   async authenticate(plainKey: string | undefined): Promise<Account> {
     if (plainKey === undefined || !API_KEY_PATTERN.test(plainKey)) throw errors.unauthorized();
     const hash = hashApiKey(plainKey);
+    // Keyed by the hash of a well-formed key: looking it up compares no secret byte by byte.
+    const remembered = this.authenticated.get(hash);
+    if (remembered !== undefined) return remembered;
     const row = await this.db
       .selectFrom('api_keys')
       .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
@@ -126,7 +154,9 @@ export class AccountService {
       .where('api_keys.revoked_at', 'is', null)
       .executeTakeFirst();
     if (!row || !secretsEqual(hash, row.key_hash)) throw errors.unauthorized();
-    return { id: row.id, name: row.name, createdAt: row.created_at };
+    const account = { id: row.id, name: row.name, createdAt: row.created_at };
+    this.authenticated.set(hash, account);
+    return account;
   }
 
   /** Registers `plainKey` for the default account unless it was ever registered (idempotent). */

@@ -61,6 +61,19 @@ const envSchema = z.object({
   /** Disk the stream session caches of a node may use before new sessions are refused; 0 = unbounded. */
   STREAM_CACHE_BUDGET_BYTES: intFrom(0, Number.MAX_SAFE_INTEGER).default(2 * 1024 ** 3),
   GENERATION_CONCURRENCY: intFrom(1, 64).default(2),
+  /**
+   * The short-task lane (docs/decisions.md, Generation lanes): tasks of at most SHORT_TASK_MAX_CHARS
+   * characters (one-shots, a sentence or two) are generated in SHORT_TASK_CONCURRENCY slots of
+   * their own, so they never wait behind long tasks; either 0 turns the lane off.
+   */
+  /**
+   * How long a node remembers the account of a key that authenticated (no database lookup per
+   * request). Default: 60 s embedded (every revocation goes through this process), 0.5 s in
+   * scale-out (a key revoked on another node stops there within it).
+   */
+  AUTH_CACHE_MS: intFrom(0, 3_600_000).optional(),
+  SHORT_TASK_MAX_CHARS: intFrom(0, 1_000_000).default(500),
+  SHORT_TASK_CONCURRENCY: intFrom(0, 64).default(1),
   /** Per-account quotas (issue 11 finding 3); 0 = unlimited. Pending plus processing tasks. */
   ACCOUNT_MAX_QUEUED_TASKS: intFrom(0, 1_000_000).default(100),
   /**
@@ -170,6 +183,10 @@ export interface AppConfig {
   /** Bounds of the live stream sessions of one node (issue 11 finding 2); 0 = unbounded. */
   streamSessions: { maxPerTask: number; maxPerAccount: number; cacheBudgetBytes: number };
   generationConcurrency: number;
+  /** How long an authenticated key's account is remembered (AccountService); 0 = never. */
+  authCacheMs: number;
+  /** The short-task lane; null = off (every task shares the GENERATION_CONCURRENCY slots). */
+  shortTasks: { maxChars: number; concurrency: number } | null;
   /** Per-account quotas (issue 11 finding 3); 0 = unlimited. */
   accountQuotas: { maxQueuedTasks: number; maxConcurrentTasks: number; dailyCharacters: number };
   /** How long one-shot synthesis waits for its task to start before answering 503. */
@@ -281,6 +298,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       cacheBudgetBytes: e.STREAM_CACHE_BUDGET_BYTES,
     },
     generationConcurrency: e.GENERATION_CONCURRENCY,
+    authCacheMs: e.AUTH_CACHE_MS ?? (scaleOut === null ? 60_000 : 500),
+    shortTasks:
+      e.SHORT_TASK_MAX_CHARS > 0 && e.SHORT_TASK_CONCURRENCY > 0
+        ? { maxChars: e.SHORT_TASK_MAX_CHARS, concurrency: e.SHORT_TASK_CONCURRENCY }
+        : null,
     accountQuotas: {
       maxQueuedTasks: e.ACCOUNT_MAX_QUEUED_TASKS,
       maxConcurrentTasks: e.ACCOUNT_MAX_CONCURRENT_TASKS ?? Math.max(1, e.GENERATION_CONCURRENCY - 1),

@@ -233,6 +233,37 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
       assert.ok(revoked?.revokedAt instanceof Date);
     });
 
+    test('authenticated keys are remembered for authCacheMs; a revocation through the service forgets them at once', async () => {
+      const cached = new AccountService(handle.db, { authCacheMs: 60_000 });
+      const accountId = await newAccountId();
+      const issued = await cached.createKey(accountId);
+      assert.equal((await cached.authenticate(issued.key)).id, accountId);
+      // Revoked behind the service's back (another node, the database directly): still remembered.
+      await handle.db
+        .updateTable('api_keys')
+        .set({ revoked_at: new Date() })
+        .where('id', '=', issued.info.id)
+        .execute();
+      assert.equal((await cached.authenticate(issued.key)).id, accountId);
+      assert.equal(
+        await accounts.authenticate(issued.key).catch(() => 'refused'),
+        'refused',
+        'no cache: refused',
+      );
+      // Revoked through the service: forgotten at once.
+      const other = await cached.createKey(accountId);
+      assert.equal((await cached.authenticate(other.key)).id, accountId);
+      await cached.revokeKey(other.info.id);
+      await assert.rejects(
+        cached.authenticate(other.key),
+        (err: unknown) => isAppError(err) && err.code === 'AUTH_UNAUTHORIZED',
+      );
+      await assert.rejects(
+        cached.authenticate(issued.key),
+        (err: unknown) => isAppError(err) && err.code === 'AUTH_UNAUTHORIZED',
+      );
+    });
+
     test('voices: insert, get, pages newest first with the total, per account', async () => {
       const voices = new VoiceStore(handle.db);
       const accountId = await newAccountId();

@@ -12,7 +12,13 @@
  *
  * Per-account fairness (issue 11 finding 3): the claim refuses a task whose account already has
  * `accountConcurrency` tasks processing anywhere (counted in the database), and the delivery goes
- * back to the queue (ACCOUNT_BUSY). Cancellation: while a task runs here, the runner watches its
+ * back to the queue (ACCOUNT_BUSY).
+ *
+ * Short work has its own lane (`shortLane`): a task of at most `maxChars` characters (one-shot
+ * synthesis, a sentence or two) goes to a second queue with its own slots, so it never waits behind
+ * long tasks holding every generation slot; the lane is fair across accounts like the main one, and
+ * its tasks do not count against the account's concurrency limit of long tasks (a short task is
+ * over in a second or so). See docs/decisions.md (Generation lanes). Cancellation: while a task runs here, the runner watches its
  * task events and re-reads the task's cancel reason at each; when one is set (by any node's
  * `POST …/cancel`), the task is aborted as by abort() and failed with that reason.
  */
@@ -61,7 +67,23 @@ export interface TaskRunnerDeps {
   accountConcurrency?: number;
   /** Piece audio of finished tasks untouched this long is deleted from this node's work files. */
   workFilesIdleMs: number;
+  /** The lane of short tasks; absent = every task goes to `queue`. */
+  shortLane?: ShortLane | undefined;
   log: Pick<Logger, 'info' | 'warn' | 'error'>;
+}
+
+/** A second queue with its own slots for tasks of at most `maxChars` characters. */
+export interface ShortLane {
+  queue: TaskQueue;
+  /** Slots of this lane on this node (besides the `concurrency` of the main queue). */
+  concurrency: number;
+  /** Tasks with at most this many characters take this lane. */
+  maxChars: number;
+}
+
+/** A task to generate: what the queue needs, plus its size, which picks its lane. */
+export interface GenerationJob extends QueuedTask {
+  readonly characters: number;
 }
 
 /** The generation worker of one node: consumes the TaskQueue and writes under the lease's token. */
@@ -75,21 +97,37 @@ export class TaskRunner {
   /** Queues every unfinished task (interrupted ones resume), then starts taking deliveries. */
   async start(): Promise<void> {
     const unfinished = await this.deps.store.unfinished();
+    // Positions count per lane and account: each lane is fair on its own.
     const positions = new Map<string, number>();
-    await this.deps.queue.enqueue(
-      unfinished.map(({ id, account_id: accountId }) => {
-        const position = (positions.get(accountId) ?? 0) + 1;
-        positions.set(accountId, position);
-        return { taskId: id, accountId, position };
-      }),
-    );
+    const byLane = new Map<TaskQueue, QueuedTask[]>();
+    for (const { id, account_id: accountId, characters } of unfinished) {
+      const queue = this.laneOf(characters);
+      const key = `${queue === this.deps.queue ? 'main' : 'short'}:${accountId}`;
+      const position = (positions.get(key) ?? 0) + 1;
+      positions.set(key, position);
+      byLane.set(queue, [...(byLane.get(queue) ?? []), { taskId: id, accountId, position }]);
+    }
+    for (const [queue, tasks] of byLane) await queue.enqueue(tasks);
     if (unfinished.length > 0)
       this.deps.log.info({ tasks: unfinished.length }, 'queued unfinished generation tasks');
-    await this.deps.queue.start((lease) => this.handle(lease), this.deps.concurrency);
+    const short = this.deps.shortLane;
+    if (short !== undefined) {
+      await short.queue.start((lease) => this.handle(lease, 0), short.concurrency);
+    }
+    await this.deps.queue.start(
+      (lease) => this.handle(lease, this.deps.accountConcurrency ?? 0),
+      this.deps.concurrency,
+    );
     const every = Math.max(1000, Math.min(this.deps.workFilesIdleMs, 10 * 60_000));
     this.sweepTimer = setInterval(() => void this.sweepWorkFiles(), every);
     this.sweepTimer.unref();
     void this.sweepWorkFiles();
+  }
+
+  /** The queue of a task of `characters` characters: the short lane when it fits there. */
+  private laneOf(characters: number): TaskQueue {
+    const short = this.deps.shortLane;
+    return short !== undefined && characters <= short.maxChars ? short.queue : this.deps.queue;
   }
 
   /** Deletes this node's piece audio of tasks that are finished or gone (see PieceAudioStore.sweep). */
@@ -105,17 +143,18 @@ export class TaskRunner {
 
   /** Number of tasks being generated on this node right now. */
   get active(): number {
-    return this.deps.queue.active;
+    return this.deps.queue.active + (this.deps.shortLane?.queue.active ?? 0);
   }
 
-  /** Queues a new task (TaskService calls this after inserting it). */
-  async enqueue(task: QueuedTask): Promise<void> {
-    await this.deps.queue.enqueue([task]);
+  /** Queues a new task in its lane (TaskService calls this after inserting it). */
+  async enqueue(job: GenerationJob): Promise<void> {
+    const { taskId, accountId, position } = job;
+    await this.laneOf(job.characters).enqueue([{ taskId, accountId, position }]);
   }
 
   /** Takes a cancelled task out of the queue if it was not delivered yet. */
   async dequeue(taskId: string): Promise<void> {
-    await this.deps.queue.remove(taskId);
+    await Promise.all([this.deps.queue.remove(taskId), this.deps.shortLane?.queue.remove(taskId)]);
   }
 
   /**
@@ -134,24 +173,23 @@ export class TaskRunner {
   /** Stops taking work and interrupts running tasks; they stay processing and are delivered again. */
   async stop(): Promise<void> {
     clearInterval(this.sweepTimer);
-    await this.deps.queue.close();
+    await Promise.all([this.deps.queue.close(), this.deps.shortLane?.queue.close()]);
   }
 
   /**
    * One delivery: claim the task under the lease token, then generate it (never throws).
-   * ACCOUNT_BUSY when its account already has its maximum of tasks processing.
+   * ACCOUNT_BUSY when its account already has `accountConcurrency` long tasks processing (0 = no limit).
    */
-  private async handle(lease: TaskLease): Promise<void | typeof ACCOUNT_BUSY> {
+  private async handle(lease: TaskLease, accountConcurrency: number): Promise<void | typeof ACCOUNT_BUSY> {
     const { store, events, log, workerUrl } = this.deps;
     if (lease.signal.aborted) return; // interrupted before it began: no attempt to count
     let claim: ClaimOutcome;
     try {
-      claim = await store.claimWithin(
-        lease.taskId,
-        lease.token,
-        workerUrl,
-        this.deps.accountConcurrency ?? 0,
-      );
+      claim = await store.claimWithin(lease.taskId, lease.token, workerUrl, {
+        maxConcurrent: accountConcurrency,
+        // Short tasks have their own lane and do not take an account's place among its long ones.
+        countAbove: this.deps.shortLane?.maxChars ?? 0,
+      });
     } catch (err) {
       // Left as it is: queued again when a runner starts.
       log.error({ err, taskId: lease.taskId }, 'could not claim a generation task');

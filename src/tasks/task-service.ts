@@ -21,7 +21,7 @@ import {
 import type { PieceAudioStore } from './piece-audio.js';
 import type { StreamTaskLookup, StreamTaskView } from './stream-view.js';
 import type { TaskEvents } from './task-events.js';
-import type { QueuedTask } from './task-queue.js';
+import type { GenerationJob } from './task-runner.js';
 import {
   CANCELLED_BY_CLIENT,
   utcDay,
@@ -38,7 +38,7 @@ const CANCEL_WAIT_MS = 10_000;
 
 /** Where TaskService sends new tasks for generation, and takes cancelled pending ones back from. */
 export interface GenerationQueue {
-  enqueue(task: QueuedTask): Promise<void>;
+  enqueue(job: GenerationJob): Promise<void>;
   dequeue(taskId: string): Promise<void>;
 }
 
@@ -191,7 +191,7 @@ export class TaskService implements StreamTaskLookup {
     }));
     const admission = await this.store.insert({ task, pieces }, this.quotas, utcDay(now));
     if (!admission.admitted) throw quotaExceeded(admission, characters, now);
-    await this.queue.enqueue({ taskId: id, accountId, position: admission.position });
+    await this.queue.enqueue({ taskId: id, accountId, position: admission.position, characters });
     return this.detailView(accountId, task, await this.store.pieces(id), false);
   }
 

@@ -69,6 +69,12 @@ export type Admission =
   | { admitted: true; /** Its 1-based position among the account's unfinished tasks. */ position: number }
   | { admitted: false; quota: 'queuedTasks' | 'dailyCharacters'; limit: number; used: number };
 
+/** The account concurrency limit a claim enforces: at most `maxConcurrent` (0 = no limit) tasks larger than `countAbove` characters. */
+export interface ClaimLimit {
+  maxConcurrent: number;
+  countAbove: number;
+}
+
 /** What a claim found: the task is now this delivery's, or why not. */
 export type ClaimOutcome =
   | { kind: 'claimed'; task: TaskRow }
@@ -254,11 +260,11 @@ export class TaskStore {
     return (await this.unfinished()).map((r) => r.id);
   }
 
-  /** Every task not finished yet with its account, oldest first: the work to queue at start. */
-  async unfinished(): Promise<{ id: string; account_id: string }[]> {
+  /** Every task not finished yet with its account and size, oldest first: the work to queue at start. */
+  async unfinished(): Promise<{ id: string; account_id: string; characters: number }[]> {
     return this.db
       .selectFrom('tasks')
-      .select(['id', 'account_id'])
+      .select(['id', 'account_id', 'characters'])
       .where('status', 'in', ['pending', 'processing'])
       .orderBy('created_at')
       .orderBy('id')
@@ -271,21 +277,23 @@ export class TaskStore {
    * earlier holder left processing restart. Undefined when the task is gone or already finished.
    */
   async claim(taskId: string, token: string, workerUrl: string): Promise<TaskRow | undefined> {
-    const outcome = await this.claimWithin(taskId, token, workerUrl, 0);
+    const outcome = await this.claimWithin(taskId, token, workerUrl, { maxConcurrent: 0, countAbove: 0 });
     return outcome.kind === 'claimed' ? outcome.task : undefined;
   }
 
   /**
-   * `claim`, but within the account's concurrency limit (`maxConcurrent` tasks processing at once,
-   * 0 = unlimited), counted under the account's row lock so that every node agrees; and a task
-   * whose cancellation was asked for is failed with the reason instead of claimed.
+   * `claim`, but within the account's concurrency limit (`limit.maxConcurrent` tasks of more than
+   * `limit.countAbove` characters processing at once, 0 = unlimited), counted under the account's
+   * row lock so that every node agrees; and a task whose cancellation was asked for is failed with
+   * the reason instead of claimed.
    */
   async claimWithin(
     taskId: string,
     token: string,
     workerUrl: string,
-    maxConcurrent: number,
+    limit: ClaimLimit,
   ): Promise<ClaimOutcome> {
+    const { maxConcurrent, countAbove } = limit;
     return this.db.transaction().execute(async (trx): Promise<ClaimOutcome> => {
       const current = await trx
         .selectFrom('tasks')
@@ -311,6 +319,7 @@ export class TaskStore {
           .select((eb) => eb.fn.countAll<number | string | bigint>().as('n'))
           .where('account_id', '=', current.account_id)
           .where('status', '=', 'processing')
+          .where('characters', '>', countAbove)
           .where('id', '<>', taskId)
           .executeTakeFirstOrThrow();
         if (Number(others.n) >= maxConcurrent) return { kind: 'busy' };
