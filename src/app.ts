@@ -164,6 +164,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       taskRunner,
       config.accountQuotas,
       events,
+      { finishedCacheMs: config.authCacheMs },
     );
     const streams = createStreamService({
       tasks,

@@ -273,6 +273,8 @@ describe('conditional requests on live stream sessions (RFC 9110 §13)', () => {
       listen: true,
       env: {
         STREAM_RATE_LIMIT_MAX: '100000',
+        // The test edits task rows behind the service (finished audio forgotten): no lookup cache.
+        AUTH_CACHE_MS: '0',
         REMOTE_ENGINES: JSON.stringify({ local: { baseUrl: `http://127.0.0.1:${String(port)}` } }),
       },
     });

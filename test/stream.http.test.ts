@@ -157,6 +157,8 @@ before(async () => {
     env: {
       GENERATION_CONCURRENCY: '1',
       STREAM_RATE_LIMIT_MAX: '100000',
+      // forgetFinishedAudio edits task rows behind the service: no per-node lookup cache.
+      AUTH_CACHE_MS: '0',
       REMOTE_ENGINES: JSON.stringify({ local: { baseUrl: `http://127.0.0.1:${String(port)}` } }),
     },
   });
@@ -667,7 +669,8 @@ describe('the embedded engine, reclaim and rate limit (idle reclaim 500 ms, 20 r
   before(async () => {
     small = await startTestApp({
       listen: true,
-      env: { STREAM_IDLE_RECLAIM_MS: '500', STREAM_RATE_LIMIT_MAX: '20' },
+      // forgetFinishedAudio edits task rows behind the service: no per-node lookup cache.
+      env: { STREAM_IDLE_RECLAIM_MS: '500', STREAM_RATE_LIMIT_MAX: '20', AUTH_CACHE_MS: '0' },
     });
   });
   after(() => small.close());

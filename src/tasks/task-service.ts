@@ -7,6 +7,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { pageSchema } from '../common/paging.js';
 import { secretsEqual } from '../common/secret-compare.js';
+import { TtlCache } from '../common/ttl-cache.js';
 import { AppError, errors } from '../errors/app-error.js';
 import { parseInput } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
@@ -130,6 +131,27 @@ const listQuerySchema = pageSchema.extend({
   stream: z.enum(['true', 'false']).optional(),
 });
 
+/** Options of `TaskService`. */
+export interface TaskServiceOptions {
+  /**
+   * How long a node remembers a finished task's stream view, auth token and audio keys
+   * (AUTH_CACHE_MS); 0 = look up every time. A task deleted through this node is forgotten at
+   * once; one deleted on another node within this time (its blobs are gone: its audio reads 404).
+   */
+  finishedCacheMs?: number;
+}
+
+/** Finished tasks a node remembers at once (each up to a few tens of KiB with 200 pieces). */
+const FINISHED_CACHE_ENTRIES = 1_000;
+
+/** A finished task as the audio and stream routes read it. */
+interface FinishedTask {
+  view: StreamTaskView;
+  audioKey: string | null;
+  pieceKeys: ReadonlyMap<number, string | null>;
+}
+
+/** Generation tasks of every account: creation, views, cancellation, deletion, audio lookups. */
 export class TaskService implements StreamTaskLookup {
   constructor(
     private readonly store: TaskStore,
@@ -144,7 +166,16 @@ export class TaskService implements StreamTaskLookup {
     private readonly quotas: AccountQuotas,
     /** Announces cancellations to the node generating the task and to waiting readers. */
     private readonly events: TaskEvents,
-  ) {}
+    options: TaskServiceOptions = {},
+  ) {
+    this.finished = new TtlCache(options.finishedCacheMs ?? 0, FINISHED_CACHE_ENTRIES);
+  }
+
+  /**
+   * What the audio and stream routes read of finished tasks, which never change but for their
+   * deletion: served without a database lookup per request (issue 14: finished-audio serving).
+   */
+  private readonly finished: TtlCache<string, FinishedTask>;
 
   /** Validates and queues a task; voices must exist in the caller's account. */
   async create(accountId: string, body: unknown, lookupSplitter: SplitterLookup): Promise<TaskDetailView> {
@@ -303,32 +334,46 @@ export class TaskService implements StreamTaskLookup {
     }
     if (!(await this.store.deleteFinished(accountId, id)))
       throw errors.notFound('GENERATE_NOT_FOUND', `task ${id}`);
+    this.finished.delete(id);
     await this.blobs.deletePrefix(`tasks/${id}/`);
     await this.pieceAudio.deleteTask(id);
   }
 
   async streamView(taskId: string): Promise<StreamTaskView> {
+    return (await this.lookUp(taskId)).view;
+  }
+
+  /** The task's stream view and audio keys: remembered once it has finished, else read each time. */
+  private async lookUp(taskId: string): Promise<FinishedTask> {
+    const remembered = this.finished.get(taskId);
+    if (remembered !== undefined) return remembered;
     const task = await this.store.get(taskId);
     if (!task) throw errors.notFound('GENERATE_NOT_FOUND', `task ${taskId}`);
     const pieces = await this.store.pieces(taskId);
-    return {
-      id: task.id,
-      accountId: task.account_id,
-      status: task.status,
-      authToken: task.auth_token,
-      audioUrl: task.audio_key ? this.audioUrl(task.id, task.auth_token, null) : null,
-      workerUrl: task.worker_url,
-      pieces: pieces.map((p) => {
-        const params = JSON.parse(p.params) as PieceParams;
-        return {
-          idx: p.idx,
-          interval: params.interval,
-          status: p.status,
-          audioUrl: p.audio_key ? this.audioUrl(task.id, task.auth_token, p.idx) : null,
-          instructMode: params.instruct_mode === true,
-        };
-      }),
+    const found: FinishedTask = {
+      view: {
+        id: task.id,
+        accountId: task.account_id,
+        status: task.status,
+        authToken: task.auth_token,
+        audioUrl: task.audio_key ? this.audioUrl(task.id, task.auth_token, null) : null,
+        workerUrl: task.worker_url,
+        pieces: pieces.map((p) => {
+          const params = JSON.parse(p.params) as PieceParams;
+          return {
+            idx: p.idx,
+            interval: params.interval,
+            status: p.status,
+            audioUrl: p.audio_key ? this.audioUrl(task.id, task.auth_token, p.idx) : null,
+            instructMode: params.instruct_mode === true,
+          };
+        }),
+      },
+      audioKey: task.audio_key,
+      pieceKeys: new Map(pieces.map((p) => [p.idx, p.audio_key])),
     };
+    if (task.status === 'generated' || task.status === 'failed') this.finished.set(taskId, found);
+    return found;
   }
 
   /**
@@ -349,11 +394,9 @@ export class TaskService implements StreamTaskLookup {
     if (auth === undefined || auth === '') throw errors.unauthorized('the auth query parameter is required');
     // A repeated `auth` arrives as an array: 401 like the stream endpoints (the fuzz suite found a 500).
     if (typeof auth !== 'string') throw errors.unauthorized('the auth query parameter must be given once');
-    const task = await this.store.get(taskId);
-    if (!task) throw errors.notFound('GENERATE_NOT_FOUND', `task ${taskId}`);
-    if (!secretsEqual(auth, task.auth_token)) throw errors.forbidden('auth does not match this task');
-    const key =
-      idx === null ? task.audio_key : (await this.store.pieces(taskId)).find((p) => p.idx === idx)?.audio_key;
+    const task = await this.lookUp(taskId);
+    if (!secretsEqual(auth, task.view.authToken)) throw errors.forbidden('auth does not match this task');
+    const key = idx === null ? task.audioKey : task.pieceKeys.get(idx);
     if (!key) throw new AppError('RESOURCE_NOT_FOUND', 'this audio is not stored (yet)');
     return key;
   }
