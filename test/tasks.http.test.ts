@@ -379,6 +379,26 @@ describe('a 3-piece task', () => {
   });
 });
 
+describe('a 1-piece task', () => {
+  it('stores its piece audio as its merged audio: one clean MP3, the same bytes at both URLs', async () => {
+    const created = await createTask({ contents: [{ text: text(2), voiceId }] });
+    const done = await waitTask(t.app, t.accountId, created.id);
+    assert.equal(done.status, 'generated', done.error);
+    const merged = await fetchBytes(String(done.metadata.audio));
+    const piece = await fetchBytes(String(done.metadata.contents[0]?.audio));
+    assert.equal(merged.res.status, 200);
+    assert.equal(piece.res.status, 200);
+    assert.ok(merged.bytes.equals(piece.bytes), 'the merged audio is the piece audio');
+    assert.equal(await ffmpegErrors(merged.bytes), '');
+    const info = await probeAudio(merged.bytes);
+    assert.deepEqual([info.sampleRate, info.channels, info.bitRate], [44100, 2, 320000]);
+    assert.ok(
+      Math.abs(info.durationSeconds - done.estimatedDuration) <= TWO_FRAMES,
+      `${info.durationSeconds} s`,
+    );
+  });
+});
+
 describe('listing', () => {
   it('lists newest first with limit, offset, status filter and total', async () => {
     const acct = await t.newAccount();

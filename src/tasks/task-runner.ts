@@ -277,14 +277,15 @@ export class TaskRunner {
         await this.generatePiece(task, piece, lease);
       }
       current = undefined;
-      const totalSamples = (await store.pieces(task.id)).reduce(
+      const generated = await store.pieces(task.id);
+      const totalSamples = generated.reduce(
         (sum, p, i, all) => sum + Number(p.samples ?? 0) + (i < all.length - 1 ? intervalSamples(p) : 0),
         0,
       );
       // Merged audio first, then `generated`: a generated task is complete, so a delete cannot race
       // the merged write (orphan blob), and a stop in between resumes the task instead of leaving
       // it generated without metadata.audio for good.
-      await this.storeMergedAudio(task, pieces, lease);
+      await this.storeMergedAudio(task, generated, lease);
       await store.markGenerated(task.id, totalSamples / CANONICAL_RATE, token);
       events.changed(task.id);
       log.info({ taskId: task.id, pieces: pieces.length }, 'task generated');
@@ -412,13 +413,28 @@ export class TaskRunner {
     pieceAudio.pieceRecorded(task.id, piece.idx);
   }
 
-  /** The merged finished audio: every piece and silence through one encoder, stored atomically. */
+  /**
+   * The merged finished audio: every piece and silence through one encoder, stored atomically.
+   * A task of one piece stored in the canonical encoding (not an engine's own MP3) has its piece's
+   * audio as its merged audio: the same bytes the encoder would make again (no silence follows
+   * the last piece), so its key is reused instead of encoding the piece a second time.
+   */
   private async storeMergedAudio(
     task: TaskRow,
     pieces: TaskContentRow[],
     { signal, token }: TaskLease,
   ): Promise<void> {
     const { pieceAudio, blobs, encoders, store } = this.deps;
+    const [only, ...others] = pieces;
+    if (
+      only !== undefined &&
+      others.length === 0 &&
+      only.audio_key !== null &&
+      (JSON.parse(only.params) as PieceParams).instruct_mode !== true
+    ) {
+      await store.setAudio(task.id, only.audio_key, token);
+      return;
+    }
     // Lazily: one piece file open at a time.
     const sources = function* (): Iterable<ContinuousPiece> {
       for (const p of pieces) {
