@@ -9,11 +9,13 @@ import { parentPort } from 'node:worker_threads';
 import { createEncoder, type WasmMediaEncoder } from 'wasm-media-encoders';
 import type { EncoderReply, EncoderRequest } from './encoder-protocol.js';
 import { CANONICAL_RATE, pcmToFloat } from './pcm.js';
+import { lowerThreadPriority } from './worker-priority.js';
 
 type Lame = WasmMediaEncoder<'audio/mpeg'>;
 
 const port = parentPort;
 if (port === null) throw new Error('encoder.worker must run in a worker thread');
+lowerThreadPriority();
 
 // The project's lib (ES2023, no DOM) has no WebAssembly typings; Node has the global.
 const { WebAssembly: wasm } = globalThis as unknown as {

@@ -7,6 +7,10 @@ import loadEspeak, { type ESpeakNGWorker } from '@echogarden/espeak-ng-emscripte
 import { move } from 'piscina';
 import { concatPcm } from '../pcm.js';
 import { createResampler } from '../resampler.js';
+import { lowerThreadPriority } from '../worker-priority.js';
+
+// Synthesis is batch work: the event loop (requests, live listeners) goes first.
+lowerThreadPriority();
 
 /** One sentence to speak; `voice` is an espeak spec such as 'gmw/en-US+f3' (already validated). */
 export interface SynthesizeTask {

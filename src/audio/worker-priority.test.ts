@@ -1,0 +1,51 @@
+import assert from 'node:assert/strict';
+import { readdir, readFile } from 'node:fs/promises';
+import { test } from 'node:test';
+import { encodePiece } from './continuous-encoder.js';
+import { createEncoderPool } from './encoder-pool.js';
+import { createEspeakEngine } from './engines/espeak.engine.js';
+import { WORKER_NICENESS } from './worker-priority.js';
+
+/** Niceness of every thread of this process (field 19 of /proc/self/task/<tid>/stat). */
+async function threadNiceness(): Promise<number[]> {
+  const tids = await readdir('/proc/self/task');
+  const values = await Promise.all(
+    tids.map(async (tid) => {
+      const stat = await readFile(`/proc/self/task/${tid}/stat`, 'utf8').catch(() => '');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return Number(fields[16]);
+    }),
+  );
+  return values.filter((n) => Number.isInteger(n));
+}
+
+void test(
+  'synthesis and encoder threads run at a lower priority than the event loop (Linux)',
+  { skip: process.platform !== 'linux' },
+  async () => {
+    const before = (await threadNiceness()).filter((n) => n === WORKER_NICENESS).length;
+    const engine = createEspeakEngine({ threads: 1 });
+    const encoders = createEncoderPool({ size: 1 });
+    try {
+      const pcm = engine.synthesize(
+        { text: 'Low priority.', voice: { engine: 'espeak', voice: 'en-us' }, speechRate: 1 },
+        new AbortController().signal,
+      );
+      let bytes = 0;
+      for await (const mp3 of encodePiece(pcm, encoders.open())) bytes += mp3.length;
+      assert.ok(bytes > 0);
+      const after = await threadNiceness();
+      const lowered = after.filter((n) => n === WORKER_NICENESS).length - before;
+      assert.ok(
+        lowered >= 2,
+        `an espeak and an encoder thread at niceness ${WORKER_NICENESS} (${lowered} found)`,
+      );
+      // This (main) thread keeps its own priority.
+      const own = await readFile('/proc/thread-self/stat', 'utf8');
+      assert.equal(Number(own.slice(own.lastIndexOf(')') + 2).split(' ')[16]), 0);
+    } finally {
+      await engine.close();
+      await encoders.close();
+    }
+  },
+);

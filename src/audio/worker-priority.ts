@@ -1,0 +1,26 @@
+/**
+ * Lowers the CPU priority of the calling worker thread (Linux: `setpriority` on its thread id,
+ * read from /proc/thread-self), so that synthesis and encoding — batch work that can run a
+ * moment later — never take the CPU from the event loop, which answers requests and feeds live
+ * listeners. The workers still get every cycle the event loop leaves. Elsewhere, or when the
+ * call is refused, a no-op: priority is an optimisation, never a requirement.
+ */
+import { readlinkSync } from 'node:fs';
+import { setPriority } from 'node:os';
+
+/** Niceness of synthesis and encoder threads (0 = normal, 19 = lowest). */
+export const WORKER_NICENESS = 10;
+
+/** Gives this thread `niceness` (default WORKER_NICENESS); returns whether it took effect. */
+export function lowerThreadPriority(niceness = WORKER_NICENESS): boolean {
+  if (process.platform !== 'linux') return false;
+  try {
+    // "/proc/thread-self" links to "<pid>/task/<tid>".
+    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    if (!Number.isInteger(tid) || tid <= 0) return false;
+    setPriority(tid, niceness);
+    return true;
+  } catch {
+    return false;
+  }
+}
