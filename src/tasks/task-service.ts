@@ -347,9 +347,9 @@ export class TaskService implements StreamTaskLookup {
   private async lookUp(taskId: string): Promise<FinishedTask> {
     const remembered = this.finished.get(taskId);
     if (remembered !== undefined) return remembered;
-    const task = await this.store.get(taskId);
-    if (!task) throw errors.notFound('GENERATE_NOT_FOUND', `task ${taskId}`);
-    const pieces = await this.store.pieces(taskId);
+    const rows = await this.store.streamRows(taskId);
+    if (!rows) throw errors.notFound('GENERATE_NOT_FOUND', `task ${taskId}`);
+    const { task, pieces } = rows;
     const found: FinishedTask = {
       view: {
         id: task.id,

@@ -39,6 +39,18 @@ export type TaskSummaryRow = Pick<TaskRow, (typeof SUMMARY_COLUMNS)[number]> & {
   voiceIds: string[];
 };
 
+/** The columns of a task its stream and audio routes need (never the request echo): a cheap read per stream request. */
+const STREAM_COLUMNS = ['id', 'account_id', 'status', 'auth_token', 'audio_key', 'worker_url'] as const;
+
+/** A task as the stream and audio routes read it. */
+export type TaskStreamRow = Pick<TaskRow, (typeof STREAM_COLUMNS)[number]>;
+
+/** The columns of a piece those routes need (never its text). */
+const STREAM_PIECE_COLUMNS = ['idx', 'status', 'audio_key', 'params'] as const;
+
+/** A piece as the stream and audio routes read it. */
+export type PieceStreamRow = Pick<TaskContentRow, (typeof STREAM_PIECE_COLUMNS)[number]>;
+
 export interface NewTask {
   task: TaskRow;
   pieces: Insertable<TaskContentsTable>[];
@@ -181,6 +193,23 @@ export class TaskStore {
 
   async get(id: string): Promise<TaskRow | undefined> {
     return this.db.selectFrom('tasks').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  /** The task and its pieces without texts or the request echo: what a stream request reads. */
+  async streamRows(taskId: string): Promise<{ task: TaskStreamRow; pieces: PieceStreamRow[] } | undefined> {
+    const task = await this.db
+      .selectFrom('tasks')
+      .select(STREAM_COLUMNS)
+      .where('id', '=', taskId)
+      .executeTakeFirst();
+    if (task === undefined) return undefined;
+    const pieces = await this.db
+      .selectFrom('task_contents')
+      .select(STREAM_PIECE_COLUMNS)
+      .where('task_id', '=', taskId)
+      .orderBy('idx')
+      .execute();
+    return { task, pieces };
   }
 
   async pieces(taskId: string): Promise<TaskContentRow[]> {
