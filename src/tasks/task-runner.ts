@@ -124,10 +124,17 @@ export class TaskRunner {
     void this.sweepWorkFiles();
   }
 
+  /** Whether a task of `characters` characters is short-lane work. */
+  private isShort(characters: number): boolean {
+    const short = this.deps.shortLane;
+    return short !== undefined && characters <= short.maxChars;
+  }
+
   /** The queue of a task of `characters` characters: the short lane when it fits there. */
   private laneOf(characters: number): TaskQueue {
-    const short = this.deps.shortLane;
-    return short !== undefined && characters <= short.maxChars ? short.queue : this.deps.queue;
+    return this.deps.shortLane !== undefined && this.isShort(characters)
+      ? this.deps.shortLane.queue
+      : this.deps.queue;
   }
 
   /** Deletes this node's piece audio of tasks that are finished or gone (see PieceAudioStore.sweep). */
@@ -380,6 +387,8 @@ export class TaskRunner {
         ...(params.preset !== undefined && { preset: presetStyle(params.preset) }),
         ...(params.language !== undefined && { language: params.language }),
         ...(params.instruct_mode !== undefined && { instructMode: params.instruct_mode }),
+        // Short-lane work (one-shots, small tasks) has a client waiting: its sentences go first.
+        ...(this.isShort(task.characters) && { interactive: true }),
       };
       if (forwardMp3 === undefined) {
         for await (const pcm of engine.synthesize(request, signal)) {

@@ -34,6 +34,8 @@ export interface SynthesisRequest {
   preset?: 'creative' | 'balance' | 'stable';
   language?: string;
   instructMode?: boolean;
+  /** A client is waiting on this piece (a one-shot, a short task): engines that queue work serve it first. */
+  interactive?: boolean;
 }
 
 /** A speech engine; abort the signal to stop synthesis (the iterator then throws the abort reason). */

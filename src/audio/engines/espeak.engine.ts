@@ -16,6 +16,7 @@ import {
   type VoiceBinding,
 } from './engine.js';
 import type { EspeakCatalogue, SynthesizeTask } from './espeak.worker.js';
+import { PriorityTaskQueue, withQueueOptions } from './priority-task-queue.js';
 import { splitSentences } from './sentences.js';
 
 export type { EspeakCatalogue } from './espeak.worker.js';
@@ -40,6 +41,8 @@ function createPool(threads: number): Piscina {
     execArgv: workerExecArgv(WORKER_URL),
     minThreads: 1,
     maxThreads: threads,
+    // A one-shot's sentences go before queued sentences of long tasks.
+    taskQueue: new PriorityTaskQueue(),
     // Keep instances warm between requests; extra threads retire after a quiet minute.
     idleTimeout: 60_000,
   });
@@ -171,7 +174,10 @@ class PooledEspeakEngine implements EspeakEngine {
       const text = sentences[i];
       if (text === undefined) return undefined;
       // Not aborting a running task on purpose: piscina would kill the thread and its warm instance.
-      const task = this.pool.run({ ...base, text } satisfies SynthesizeTask) as Promise<Int16Array>;
+      const submitted = withQueueOptions({ ...base, text } satisfies SynthesizeTask, {
+        interactive: req.interactive === true,
+      });
+      const task = this.pool.run(submitted) as Promise<Int16Array>;
       // Settled later by `await`; this only stops an abandoned look-ahead from being "unhandled".
       task.catch(() => undefined);
       return task;
