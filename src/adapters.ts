@@ -97,7 +97,10 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
 
   const scaleOut = config.scaleOut;
   if (scaleOut === null) {
-    const blobs = new FsBlobStore(join(config.dataDir, 'blobs'));
+    const blobs = new FsBlobStore(join(config.dataDir, 'blobs'), {
+      memoryCacheBytes: config.blobMemoryCacheBytes,
+    });
+    closers.add(() => blobs.close());
     // The data dir lock is held (the embedded database is open): no other writer exists.
     await blobs.sweepPartialWrites();
     return {

@@ -72,6 +72,11 @@ const envSchema = z.object({
    * scale-out (a key revoked on another node stops there within it).
    */
   AUTH_CACHE_MS: intFrom(0, 3_600_000).optional(),
+  /**
+   * Bytes of finished audio an embedded node keeps in memory for its most-read blobs (a blob is
+   * loaded on its second read, up to 16 MiB each), so Range requests of popular files read no disk.
+   */
+  BLOB_MEMORY_CACHE_BYTES: intFrom(0, 64 * 1024 * 1024 * 1024).default(64 * 1024 * 1024),
   SHORT_TASK_MAX_CHARS: intFrom(0, 1_000_000).default(500),
   SHORT_TASK_CONCURRENCY: intFrom(0, 64).default(1),
   /** Per-account quotas (issue 11 finding 3); 0 = unlimited. Pending plus processing tasks. */
@@ -185,6 +190,8 @@ export interface AppConfig {
   generationConcurrency: number;
   /** How long an authenticated key's account is remembered (AccountService); 0 = never. */
   authCacheMs: number;
+  /** Memory for the embedded blob store's most-read blobs (FsBlobStore); 0 = off. */
+  blobMemoryCacheBytes: number;
   /** The short-task lane; null = off (every task shares the GENERATION_CONCURRENCY slots). */
   shortTasks: { maxChars: number; concurrency: number } | null;
   /** Per-account quotas (issue 11 finding 3); 0 = unlimited. */
@@ -299,6 +306,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     generationConcurrency: e.GENERATION_CONCURRENCY,
     authCacheMs: e.AUTH_CACHE_MS ?? (scaleOut === null ? 60_000 : 500),
+    blobMemoryCacheBytes: e.BLOB_MEMORY_CACHE_BYTES,
     shortTasks:
       e.SHORT_TASK_MAX_CHARS > 0 && e.SHORT_TASK_CONCURRENCY > 0
         ? { maxChars: e.SHORT_TASK_MAX_CHARS, concurrency: e.SHORT_TASK_CONCURRENCY }

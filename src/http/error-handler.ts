@@ -127,6 +127,8 @@ export function handleError(err: unknown, request: FastifyRequest, reply: Fastif
  * onRequest hooks, so the request-id header is set here before the one error handler renders.
  */
 export function handleFrameworkError(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
+  // Fastify writes no completion line for these: the request's one log line is this one.
+  request.log.info({ req: request }, 'refused a request Fastify could not route');
   reply.header(REQUEST_ID_HEADER, request.id);
   handleError(
     request.raw.url !== undefined && request.raw.url.length > MAX_URL_LENGTH ? uriTooLong() : err,

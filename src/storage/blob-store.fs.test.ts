@@ -1,10 +1,13 @@
 // FsBlobStore beyond the shared contract: the temporary files of writes a killed process never
-// finished are removed at start (issue 11, finding 16), and nothing else is.
+// finished are removed at start (issue 11, finding 16), and nothing else is; the open-file cache.
 import assert from 'node:assert/strict';
-import { access, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { once } from 'node:events';
+import { readdirSync, readlinkSync } from 'node:fs';
+import { access, mkdir, mkdtemp, readdir, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { setImmediate } from 'node:timers/promises';
 import { loadConfig } from '../config/config.js';
 import { openAdapters } from '../adapters.js';
 import { FsBlobStore } from './blob-store.fs.js';
@@ -57,5 +60,110 @@ describe('FsBlobStore partial writes', () => {
     } finally {
       await adapters.close();
     }
+  });
+});
+
+/** Descriptors this process holds on `path` (/proc/self/fd). */
+function descriptorsOn(path: string): number {
+  let n = 0;
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      if (readlinkSync(`/proc/self/fd/${fd}`).startsWith(path)) n++;
+    } catch {
+      // the descriptor used to list the directory is gone already
+    }
+  }
+  return n;
+}
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+describe('FsBlobStore open-file cache (issue 14: serving finished audio)', () => {
+  it('reuses one descriptor per blob across reads, bounded, and closes them all on close', async () => {
+    const root = await realpath(await tempDir());
+    const store = new FsBlobStore(root, { maxOpenFiles: 3 });
+    for (const name of ['a', 'b', 'c', 'd', 'e']) {
+      await store.put(`t/${name}.mp3`, new Uint8Array(200_000).fill(name.charCodeAt(0)), 'audio/mpeg');
+    }
+    for (let i = 0; i < 20; i++) {
+      const bytes = await readAll(store.read('t/a.mp3', { start: i * 1000, end: i * 1000 + 65_535 }));
+      assert.equal(bytes.length, 65_536);
+      assert.equal((await store.stat('t/a.mp3'))?.size, 200_000);
+    }
+    assert.equal(descriptorsOn(join(root, 't/a.mp3')), 1, 'one descriptor for 20 reads and stats');
+    for (const name of ['b', 'c', 'd', 'e']) await readAll(store.read(`t/${name}.mp3`));
+    await setImmediate();
+    assert.equal(await store.openFileCount(), 3, 'at most maxOpenFiles kept');
+    assert.ok(descriptorsOn(root) <= 3, `${descriptorsOn(root)} descriptors under the root`);
+    await store.close();
+    assert.equal(descriptorsOn(root), 0, 'none after close');
+  });
+
+  it('never serves a replaced or deleted blob from the cache', async () => {
+    const root = await tempDir();
+    const store = new FsBlobStore(root);
+    await store.put('t/x/audio.mp3', new Uint8Array([1, 1, 1]), 'audio/mpeg');
+    const first = await store.stat('t/x/audio.mp3');
+    assert.deepEqual([...(await readAll(store.read('t/x/audio.mp3')))], [1, 1, 1]);
+    await store.put('t/x/audio.mp3', new Uint8Array([2, 2]), 'audio/mpeg');
+    const second = await store.stat('t/x/audio.mp3');
+    assert.equal(second?.size, 2);
+    assert.notEqual(second?.etag, first?.etag);
+    assert.deepEqual([...(await readAll(store.read('t/x/audio.mp3')))], [2, 2]);
+    await store.delete('t/x/audio.mp3');
+    assert.equal(await store.stat('t/x/audio.mp3'), undefined);
+    await store.put('t/y/audio.mp3', new Uint8Array([3]), 'audio/mpeg');
+    assert.equal((await store.stat('t/y/audio.mp3'))?.size, 1);
+    await store.deletePrefix('t/y/');
+    assert.equal(await store.stat('t/y/audio.mp3'), undefined);
+    await assert.rejects(readAll(store.read('t/y/audio.mp3')), { code: 'ENOENT' });
+    await store.close();
+  });
+
+  it('a reader holding a blob while it is deleted reads it to the end', async () => {
+    const root = await tempDir();
+    const store = new FsBlobStore(root);
+    const size = 1_000_000;
+    await store.put('t/z/audio.mp3', new Uint8Array(size).fill(7), 'audio/mpeg');
+    const reader = store.read('t/z/audio.mp3');
+    const [first] = (await once(reader, 'data')) as [Buffer];
+    reader.pause();
+    await store.delete('t/z/audio.mp3');
+    const rest = await readAll(reader);
+    assert.equal(first.length + rest.length, size);
+    await store.close();
+  });
+});
+
+describe('FsBlobStore memory cache', () => {
+  it('keeps blobs read twice in memory within its budget, and never serves replaced bytes', async () => {
+    const root = await tempDir();
+    const store = new FsBlobStore(root, { memoryCacheBytes: 250_000 });
+    const blob = (fill: number) => new Uint8Array(100_000).fill(fill);
+    for (const [name, fill] of [
+      ['a', 1],
+      ['b', 2],
+      ['c', 3],
+    ] as const) {
+      await store.put(`m/${name}.mp3`, blob(fill), 'audio/mpeg');
+      await readAll(store.read(`m/${name}.mp3`));
+      await readAll(store.read(`m/${name}.mp3`)); // the second read loads it
+      await setImmediate();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.ok(store.memoryCacheUsed <= 250_000, `${store.memoryCacheUsed} bytes in memory`);
+    assert.equal(store.memoryCacheUsed, 200_000, 'the two most recently loaded blobs');
+    // Reads from memory give the same bytes, ranges included.
+    const middle = await readAll(store.read('m/c.mp3', { start: 99_990, end: 200_000 }));
+    assert.deepEqual([...middle], new Array<number>(10).fill(3));
+    await store.put('m/c.mp3', blob(9), 'audio/mpeg');
+    assert.equal(store.memoryCacheUsed, 100_000, 'a replaced blob leaves memory');
+    assert.deepEqual([...(await readAll(store.read('m/c.mp3', { start: 0, end: 2 })))], [9, 9, 9]);
+    await store.close();
+    assert.equal(store.memoryCacheUsed, 0);
   });
 });

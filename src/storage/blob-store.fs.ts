@@ -1,7 +1,25 @@
-/** BlobStore on the local file system under a root folder (DATA_DIR/blobs by default). */
+/**
+ * BlobStore on the local file system under a root folder (DATA_DIR/blobs by default). Blobs are
+ * written once under a key (a put renames a new file over it), so the descriptors and metadata of
+ * recently read blobs are kept open in a bounded cache: a Range request of a finished file then
+ * costs one positional read, not a stat, an open, a read and a close (issue 14: serving); a blob
+ * read again is kept in memory within a byte budget, so its reads touch no disk. Every change
+ * through this store forgets the cached entry; this process is the data dir's only writer.
+ */
 import { randomUUID } from 'node:crypto';
-import { constants, createReadStream, createWriteStream } from 'node:fs';
-import { access, mkdir, readdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { constants, createWriteStream } from 'node:fs';
+import {
+  access,
+  mkdir,
+  open,
+  readdir,
+  rename,
+  rm,
+  stat,
+  unlink,
+  writeFile,
+  type FileHandle,
+} from 'node:fs/promises';
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -17,12 +35,200 @@ import { storageUnavailable } from './storage-errors.js';
 /** Name prefix of a file being written (keys cannot start with a dot, so none is ever a blob). */
 const TMP_PREFIX = '.tmp-';
 
+/** Open blob files kept for reuse when no reader holds them (readers may hold more meanwhile). */
+export const OPEN_BLOB_FILES = 64;
+
+/** Bytes a blob reader reads at a time. */
+const READ_CHUNK_BYTES = 64 * 1024;
+
+/** The largest blob kept in memory (finished task audio is a few MiB; bigger files stay on disk). */
+const MAX_MEMORY_BLOB_BYTES = 16 * 1024 * 1024;
+
+/** Options of FsBlobStore's caches. */
+export interface FsBlobStoreOptions {
+  /** Open blob files kept for reuse (default OPEN_BLOB_FILES). */
+  maxOpenFiles?: number;
+  /** Bytes of blobs read more than once kept in memory (default 0: none). */
+  memoryCacheBytes?: number;
+}
+
+/** One open blob file: its descriptor, its metadata, and how many readers hold it. */
+interface OpenBlob {
+  handle: FileHandle;
+  info: BlobInfo;
+  holders: number;
+  /** Reads so far; the second loads the bytes into memory when the budget allows. */
+  reads: number;
+  /** The whole blob, once loaded (immutable: readers share slices of it). */
+  bytes: Buffer | undefined;
+  /** Forgotten (deleted, replaced or evicted): closed when the last holder lets go. */
+  retired: boolean;
+}
+
+function infoOf(s: { size: number; mtime: Date; mtimeMs: number; ino: number }): BlobInfo {
+  return {
+    size: s.size,
+    modifiedAt: s.mtime,
+    etag: `"${s.size.toString(16)}-${Math.floor(s.mtimeMs).toString(16)}-${s.ino.toString(16)}"`,
+  };
+}
+
+function isMissing(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR';
+}
+
 /** The embedded BlobStore: one file per key under `root`, written to a temporary name then renamed. */
 export class FsBlobStore implements BlobStore {
   private readonly root: string;
+  /** Open blobs by key, least recently used first; pending opens are shared. */
+  private readonly files = new Map<string, Promise<OpenBlob | undefined>>();
 
-  constructor(root: string) {
+  private readonly maxOpenFiles: number;
+  private readonly memoryCacheBytes: number;
+  /** Bytes of the entries' loaded blobs, and those entries in the order they were loaded. */
+  private memoryBytes = 0;
+  private readonly loaded = new Set<OpenBlob>();
+
+  constructor(root: string, options: FsBlobStoreOptions = {}) {
     this.root = resolve(root);
+    this.maxOpenFiles = options.maxOpenFiles ?? OPEN_BLOB_FILES;
+    this.memoryCacheBytes = options.memoryCacheBytes ?? 0;
+  }
+
+  /** Bytes of blobs held in memory (tests: within the budget). */
+  get memoryCacheUsed(): number {
+    return this.memoryBytes;
+  }
+
+  /** How many blob files this store holds open (tests: bounded, and none after close). */
+  async openFileCount(): Promise<number> {
+    const entries = await Promise.all(this.files.values());
+    return entries.filter((e) => e !== undefined).length;
+  }
+
+  /** Closes every cached descriptor nobody reads (shutdown); readers close theirs when they end. */
+  async close(): Promise<void> {
+    const keys = [...this.files.keys()];
+    await Promise.all(keys.map((key) => this.forget(key)));
+  }
+
+  /** The open blob at `key`, held for the caller (release it), or undefined when there is none. */
+  private async hold(key: string): Promise<OpenBlob | undefined> {
+    for (;;) {
+      let pending = this.files.get(key);
+      if (pending === undefined) {
+        // Only keys that passed pathOf's checks are ever cached.
+        const opening = this.openBlob(this.pathOf(key));
+        pending = opening;
+        this.files.set(key, opening);
+        // A missing blob is not remembered: it may be written next.
+        void opening.then(
+          (entry) => {
+            if (entry === undefined && this.files.get(key) === opening) this.files.delete(key);
+          },
+          () => {
+            if (this.files.get(key) === opening) this.files.delete(key);
+          },
+        );
+        this.evictIdle();
+      } else {
+        // Most recently used last.
+        this.files.delete(key);
+        this.files.set(key, pending);
+      }
+      const entry = await pending;
+      if (entry === undefined) return undefined;
+      // Forgotten while this caller waited (replaced, deleted, evicted): open it again.
+      if (entry.retired) continue;
+      entry.holders++;
+      return entry;
+    }
+  }
+
+  private async openBlob(path: string): Promise<OpenBlob | undefined> {
+    let handle: FileHandle;
+    try {
+      handle = await open(path, 'r');
+    } catch (err) {
+      if (isMissing(err)) return undefined;
+      throw err;
+    }
+    try {
+      const s = await handle.stat();
+      if (!s.isFile()) {
+        await handle.close();
+        return undefined;
+      }
+      return { handle, info: infoOf(s), holders: 0, reads: 0, bytes: undefined, retired: false };
+    } catch (err) {
+      await handle.close().catch(() => undefined);
+      if (isMissing(err)) return undefined;
+      throw err;
+    }
+  }
+
+  private release(entry: OpenBlob): void {
+    entry.holders--;
+    if (entry.retired && entry.holders === 0) void entry.handle.close().catch(() => undefined);
+  }
+
+  /**
+   * Counts a read of the entry; on its second read, loads the blob into memory when it fits the
+   * budget (least recently used blobs give their memory up first). Readers use the bytes once there.
+   */
+  private noteRead(entry: OpenBlob): void {
+    entry.reads++;
+    if (entry.reads !== 2 || entry.info.size > Math.min(MAX_MEMORY_BLOB_BYTES, this.memoryCacheBytes)) return;
+    const size = entry.info.size;
+    this.memoryBytes += size;
+    // The blobs loaded longest ago give their memory up first.
+    for (const other of this.loaded) {
+      if (this.memoryBytes <= this.memoryCacheBytes) break;
+      this.dropBytes(other);
+    }
+    entry.holders++;
+    const buffer = Buffer.allocUnsafe(size);
+    entry.handle
+      .read(buffer, 0, size, 0)
+      .then(
+        ({ bytesRead }) => {
+          if (bytesRead === size && !entry.retired) {
+            entry.bytes = buffer;
+            this.loaded.add(entry);
+          } else this.memoryBytes -= size;
+        },
+        () => {
+          this.memoryBytes -= size;
+        },
+      )
+      .finally(() => this.release(entry));
+  }
+
+  private dropBytes(entry: OpenBlob): void {
+    this.loaded.delete(entry);
+    if (entry.bytes === undefined) return;
+    this.memoryBytes -= entry.bytes.byteLength;
+    entry.bytes = undefined;
+  }
+
+  /** Forgets the cached entry of `key` (its file changed or is gone); closes it once unread. */
+  private async forget(key: string): Promise<void> {
+    const pending = this.files.get(key);
+    if (pending === undefined) return;
+    this.files.delete(key);
+    const entry = await pending.catch(() => undefined);
+    if (entry === undefined || entry.retired) return;
+    entry.retired = true;
+    this.dropBytes(entry);
+    if (entry.holders === 0) await entry.handle.close().catch(() => undefined);
+  }
+
+  /** Keeps at most `maxOpenFiles` entries: the least recently used go first. */
+  private evictIdle(): void {
+    const excess = this.files.size - this.maxOpenFiles;
+    if (excess <= 0) return;
+    for (const key of [...this.files.keys()].slice(0, excess)) void this.forget(key);
   }
 
   /**
@@ -50,12 +256,15 @@ export class FsBlobStore implements BlobStore {
 
   async put(key: string, body: Readable | Uint8Array, _contentType: string): Promise<BlobInfo> {
     const path = this.pathOf(key);
+    await this.forget(key);
     const tmp = join(dirname(path), `${TMP_PREFIX}${randomUUID()}`);
     try {
       await mkdir(dirname(path), { recursive: true });
       if (body instanceof Uint8Array) await writeFile(tmp, body);
       else await pipeline(body, createWriteStream(tmp));
       await rename(tmp, path);
+      // A read that opened the old file meanwhile must not stay cached for the new one.
+      await this.forget(key);
     } catch (err) {
       if (!(body instanceof Uint8Array)) body.destroy();
       // On a read-only disk even this fails (EROFS, not ENOENT): the write's error is the one to report.
@@ -74,29 +283,29 @@ export class FsBlobStore implements BlobStore {
   }
 
   async stat(key: string): Promise<BlobInfo | undefined> {
-    try {
-      const s = await stat(this.pathOf(key));
-      if (!s.isFile()) return undefined;
-      return {
-        size: s.size,
-        modifiedAt: s.mtime,
-        etag: `"${s.size.toString(16)}-${Math.floor(s.mtimeMs).toString(16)}-${s.ino.toString(16)}"`,
-      };
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
-      throw err;
-    }
+    const entry = await this.hold(key);
+    if (entry === undefined) return undefined;
+    this.release(entry);
+    return entry.info;
   }
 
   read(key: string, range?: { start: number; end: number }): Readable {
-    const path = this.pathOf(key);
+    if (!this.files.has(key)) this.pathOf(key); // a bad key throws here, as the stream would never open
     if (range) assertBlobRange(range);
     if (range && range.end < range.start) return Readable.from([]);
-    return createReadStream(path, range ? { start: range.start, end: range.end } : {});
+    return new BlobReader(
+      async () => {
+        const entry = await this.hold(key);
+        if (entry !== undefined) this.noteRead(entry);
+        return entry;
+      },
+      (entry) => this.release(entry),
+      range,
+    );
   }
 
   async delete(key: string): Promise<void> {
+    await this.forget(key);
     await unlink(this.pathOf(key)).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR') throw err;
     });
@@ -110,6 +319,83 @@ export class FsBlobStore implements BlobStore {
       if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return undefined;
       throw err;
     });
-    if (found?.isDirectory()) await rm(path, { recursive: true, force: true });
+    if (found?.isDirectory()) {
+      await Promise.all(
+        [...this.files.keys()].filter((k) => k.startsWith(prefix)).map((k) => this.forget(k)),
+      );
+      await rm(path, { recursive: true, force: true });
+    }
+  }
+}
+
+/**
+ * Reads bytes of one blob through its held descriptor with positional reads, one chunk per `_read`
+ * (so a slow consumer stops the reads); releases the descriptor at the end or on destroy.
+ */
+class BlobReader extends Readable {
+  private entry: OpenBlob | undefined;
+  private position: number;
+
+  constructor(
+    private readonly acquire: () => Promise<OpenBlob | undefined>,
+    private readonly letGo: (entry: OpenBlob) => void,
+    private readonly range: { start: number; end: number } | undefined,
+  ) {
+    super({ highWaterMark: READ_CHUNK_BYTES });
+    this.position = range?.start ?? 0;
+  }
+
+  override _construct(callback: (error?: Error | null) => void): void {
+    this.acquire().then(
+      (entry) => {
+        if (entry === undefined) {
+          const missing: NodeJS.ErrnoException = new Error('blob not found');
+          missing.code = 'ENOENT';
+          callback(missing);
+          return;
+        }
+        this.entry = entry;
+        callback();
+      },
+      (err: unknown) => callback(err as Error),
+    );
+  }
+
+  override _read(): void {
+    const entry = this.entry;
+    if (entry === undefined) return;
+    const end = Math.min(this.range?.end ?? Infinity, entry.info.size - 1);
+    const want = Math.min(READ_CHUNK_BYTES, end - this.position + 1);
+    if (want <= 0) {
+      this.push(null);
+      return;
+    }
+    // In memory: a shared slice of the immutable bytes, no read at all.
+    if (entry.bytes !== undefined) {
+      const slice = entry.bytes.subarray(this.position, this.position + want);
+      this.position += slice.byteLength;
+      this.push(slice);
+      return;
+    }
+    const buffer = Buffer.allocUnsafe(want);
+    entry.handle.read(buffer, 0, want, this.position).then(
+      ({ bytesRead }) => {
+        if (this.destroyed) return;
+        if (bytesRead === 0) {
+          this.push(null);
+          return;
+        }
+        this.position += bytesRead;
+        this.push(bytesRead === want ? buffer : buffer.subarray(0, bytesRead));
+      },
+      (err: unknown) => this.destroy(err as Error),
+    );
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    const entry = this.entry;
+    this.entry = undefined;
+    if (entry !== undefined) this.letGo(entry);
+    callback(error);
   }
 }

@@ -1,0 +1,199 @@
+/**
+ * What the benchmarks share: Debian reference tools installed on demand, the real server started
+ * as a child process on a temporary DATA_DIR with one API key, its resource figures from /proc, and
+ * the result table every benchmark prints (ours beside the reference, the ratio, PASS/FAIL).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { openSync, readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** Installs the Debian packages whose commands are missing (apt-get, as scripts/setup-debian.sh does). */
+export function ensureDebianPackages(commandsByPackage: Record<string, string>): void {
+  const missing = Object.entries(commandsByPackage)
+    .filter(([, command]) => spawnSync('sh', ['-c', `command -v ${command}`]).status !== 0)
+    .map(([pkg]) => pkg);
+  if (missing.length === 0) return;
+  console.log(`installing reference tools from Debian: ${missing.join(', ')}`);
+  const sudo = process.getuid?.() === 0 ? [] : ['sudo'];
+  const run = (args: string[]) => {
+    const result = spawnSync(
+      sudo[0] ?? args[0]!,
+      [...sudo.slice(1), ...(sudo.length ? args : args.slice(1))],
+      {
+        stdio: 'inherit',
+        env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+      },
+    );
+    if (result.status !== 0) throw new Error(`${args.join(' ')} failed`);
+  };
+  run(['apt-get', 'update', '-qq']);
+  run(['apt-get', 'install', '-y', '-qq', '--no-install-recommends', ...missing]);
+}
+
+/** A free TCP port on the loopback interface. */
+export async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const address = probe.address();
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  if (address === null || typeof address !== 'object') throw new Error('no port');
+  return address.port;
+}
+
+/** A running service under benchmark. */
+export interface BenchServer {
+  child: ChildProcess;
+  pid: number;
+  url: string;
+  dataDir: string;
+  /** An API key of the account "bench" (BOOTSTRAP_API_KEY). */
+  key: string;
+  stop(): Promise<void>;
+}
+
+/** Starts `node --import tsx src/main.ts` on a temporary DATA_DIR; resolves when /healthz answers. */
+export async function startServer(
+  env: Record<string, string> = {},
+  nodeArgs: string[] = [],
+): Promise<BenchServer> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-bench-'));
+  const port = await freePort();
+  const key = `sk-${randomBytes(16).toString('hex')}`;
+  const log = join(dataDir, 'server.log');
+  const logFile = openSync(log, 'w');
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], {
+    env: {
+      ...process.env,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      DATA_DIR: dataDir,
+      BOOTSTRAP_API_KEY: key,
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+      ...env,
+    },
+    stdio: ['ignore', logFile, logFile],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async () => {
+    if (child.exitCode === null) {
+      child.kill('SIGTERM');
+      await Promise.race([new Promise((resolve) => child.once('exit', resolve)), sleep(10_000)]);
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+    if (process.env.KEEP_DATA !== '1') await rm(dataDir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`server exited: ${readFileSync(log, 'utf8').slice(-2000)}`);
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error('server did not start within 120 s');
+    }
+    try {
+      const response = await fetch(`${url}/healthz`);
+      if (response.ok) break;
+    } catch {
+      // not listening yet
+    }
+    await sleep(200);
+  }
+  return { child, pid: child.pid ?? 0, url, dataDir, key, stop };
+}
+
+/** A JSON API call with the key; throws on a non-2xx answer with its body. */
+export async function api<T>(server: BenchServer, method: string, path: string, body?: unknown): Promise<T> {
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${server.key}`,
+      ...(body !== undefined && { 'content-type': 'application/json' }),
+    },
+    ...(body !== undefined && { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text.slice(0, 300)}`);
+  const parsed = JSON.parse(text) as { data?: T };
+  return (parsed.data ?? parsed) as T;
+}
+
+/** Creates a voice and a task of `text`, waits until it is generated; its id and audio URL. */
+export async function finishedTask(
+  server: BenchServer,
+  text: string,
+): Promise<{ id: string; audioUrl: string }> {
+  const voice = await api<{ id: string }>(server, 'POST', '/api/voice', { name: 'bench narrator' });
+  const task = await api<{ id: string }>(server, 'POST', '/api/tts/generate', {
+    contents: [{ text, voiceId: voice.id }],
+  });
+  const deadline = Date.now() + 300_000;
+  for (;;) {
+    const detail = await api<{ status: string; metadata: { audio?: string } }>(
+      server,
+      'GET',
+      `/api/tts/generate/${task.id}`,
+    );
+    if (detail.status === 'generated') {
+      const audioUrl = detail.metadata.audio;
+      if (audioUrl === undefined) throw new Error('a generated task without an audio URL');
+      return { id: task.id, audioUrl };
+    }
+    if (detail.status === 'failed') throw new Error(`task failed: ${JSON.stringify(detail)}`);
+    if (Date.now() > deadline) throw new Error('task not generated within 300 s');
+    await sleep(500);
+  }
+}
+
+/** Resident memory of a process in MiB (/proc/<pid>/status). */
+export function rssMiB(pid: number): number {
+  const kb = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  return kb === undefined ? Number.NaN : Number(kb) / 1024;
+}
+
+/** User+system CPU seconds of a process (/proc/<pid>/stat, clock ticks of 100 Hz). */
+export function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** One row of a benchmark's result table. */
+export interface ResultRow {
+  metric: string;
+  ours: string;
+  reference: string;
+  ratio: string;
+  target: string;
+  pass: boolean;
+}
+
+/** Prints the table and returns the exit code: 1 when a target was missed. */
+export function report(title: string, rows: ResultRow[]): number {
+  const header: ResultRow = {
+    metric: 'metric',
+    ours: 'ours',
+    reference: 'reference',
+    ratio: 'ratio',
+    target: 'target',
+    pass: true,
+  };
+  const all = [header, ...rows];
+  const width = (k: keyof Omit<ResultRow, 'pass'>) => Math.max(...all.map((r) => r[k].length));
+  const line = (r: ResultRow, verdict: string) =>
+    `| ${r.metric.padEnd(width('metric'))} | ${r.ours.padStart(width('ours'))} | ${r.reference.padStart(width('reference'))} | ${r.ratio.padStart(width('ratio'))} | ${r.target.padEnd(width('target'))} | ${verdict.padEnd(4)} |`;
+  console.log(`\n${title}\n`);
+  console.log(line(header, 'ok?'));
+  console.log(
+    `|${['metric', 'ours', 'reference', 'ratio', 'target'].map((k) => '-'.repeat(width(k as keyof Omit<ResultRow, 'pass'>) + 2)).join('|')}|------|`,
+  );
+  for (const row of rows) console.log(line(row, row.pass ? 'PASS' : 'FAIL'));
+  return rows.every((r) => r.pass) ? 0 : 1;
+}
+
+/** Reads a JSON file. */
+export async function readJson<T>(path: string): Promise<T> {
+  return JSON.parse(await readFile(path, 'utf8')) as T;
+}

@@ -1,0 +1,220 @@
+/**
+ * Finished-audio Range serving vs nginx (issue 14): `npm run bench:serve`
+ * (env: SECONDS_PER_RUN, 10; CONNECTIONS, 64; RUNS, 2; LOG_LEVEL of the service, info;
+ * SERVER_NODE_ARGS, extra node flags of the service such as "--cpu-prof --cpu-prof-dir=/tmp/prof").
+ * The service (embedded defaults) generates one task; its stored MP3 is downloaded and served by
+ * nginx (one worker, sendfile, access log on, as Debian ships it) from a temporary root; `wrk`
+ * (one thread, CONNECTIONS connections) asks both for random 64 KiB ranges of the same file, runs
+ * alternating, and a bare node:http server answering the same ranges from memory
+ * (bench/lib/bare-range-server.ts: the platform's ceiling, no framework, auth or logs). Prints
+ * requests/s, non-206 answers and the ratios; exits 1 below 0.6× nginx.
+ */
+import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  cpuSeconds,
+  ensureDebianPackages,
+  finishedTask,
+  freePort,
+  report,
+  startServer,
+} from './lib/server.js';
+
+const SECONDS = Number(process.env.SECONDS_PER_RUN ?? 10);
+const CONNECTIONS = Number(process.env.CONNECTIONS ?? 64);
+const RUNS = Number(process.env.RUNS ?? 2);
+const RANGE = 65_536;
+const TEXT =
+  'The old lighthouse keeper climbed the spiral stairs every evening, counting each step as his father had taught him. ' +
+  'From the lamp room he could see the whole bay, the fishing boats returning in a slow line, and the storm clouds gathering beyond the cape. ';
+
+interface WrkResult {
+  rps: number;
+  requests: number;
+  bad: number;
+  socketErrors: string;
+}
+
+function wrkScript(size: number, path: string): string {
+  return `math.randomseed(42)
+request = function()
+  local start = math.random(0, ${size - RANGE})
+  return wrk.format("GET", "${path}", { ["Range"] = "bytes=" .. start .. "-" .. (start + ${RANGE - 1}) })
+end
+local bad = 0
+response = function(status, headers, body)
+  if status ~= 206 then bad = bad + 1 end
+end
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT %d %f\\n", summary.requests, summary.requests / (summary.duration / 1e6)))
+end
+`;
+}
+
+async function wrk(url: string, scriptPath: string): Promise<WrkResult> {
+  const out = spawnSync('wrk', ['-t1', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '-s', scriptPath, url], {
+    encoding: 'utf8',
+  });
+  if (out.status !== 0) throw new Error(`wrk failed: ${out.stderr}`);
+  const result = /RESULT (\d+) ([\d.]+)/.exec(out.stdout);
+  if (result === null) throw new Error(`no wrk result in:\n${out.stdout}`);
+  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out.stdout)?.[1];
+  return {
+    requests: Number(result[1]),
+    rps: Number(result[2]),
+    // wrk counts non-2xx/3xx itself; a 200 (whole file) instead of 206 would show as bytes, so the
+    // script's status check is the stricter one but is per-thread state: use wrk's count too.
+    bad: Number(non2xx ?? 0),
+    socketErrors: /Socket errors: (.*)/.exec(out.stdout)?.[1] ?? 'none',
+  };
+}
+
+async function startNginx(root: string, port: number): Promise<() => Promise<void>> {
+  const conf = join(root, 'nginx.conf');
+  await writeFile(
+    conf,
+    `worker_processes 1;
+daemon off;
+pid ${root}/nginx.pid;
+error_log ${root}/error.log warn;
+events { worker_connections 4096; }
+http {
+  sendfile on;
+  keepalive_requests 1000000;
+  access_log ${root}/access.log;
+  client_body_temp_path ${root}/body; proxy_temp_path ${root}/proxy; fastcgi_temp_path ${root}/fastcgi;
+  uwsgi_temp_path ${root}/uwsgi; scgi_temp_path ${root}/scgi;
+  types { audio/mpeg mp3; }
+  server { listen 127.0.0.1:${port}; root ${root}/www; }
+}
+`,
+  );
+  const child = spawn('nginx', ['-c', conf, '-p', root], { stdio: 'inherit' });
+  for (let i = 0; ; i++) {
+    const status = await fetch(`http://127.0.0.1:${port}/audio.mp3`, { method: 'HEAD' }).then(
+      (r) => r.status,
+      () => 0,
+    );
+    if (status === 200) break;
+    if (i === 50) throw new Error(`nginx answers ${status} for the file (see ${root}/error.log)`);
+    await sleep(100);
+  }
+  return async () => {
+    child.kill('SIGQUIT');
+    await new Promise((resolve) => child.once('exit', resolve));
+  };
+}
+
+async function main(): Promise<number> {
+  ensureDebianPackages({ nginx: 'nginx', wrk: 'wrk' });
+  const server = await startServer(
+    {
+      RATE_LIMIT_MAX: '1000000',
+      STREAM_RATE_LIMIT_MAX: '1000000',
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+    },
+    (process.env.SERVER_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== ''),
+  );
+  const root = await mkdtemp(join(tmpdir(), 'voicegen-bench-nginx-'));
+  let stopNginx: (() => Promise<void>) | undefined;
+  let bare: ChildProcess | undefined;
+  try {
+    const task = await finishedTask(server, TEXT.repeat(3));
+    const audio = Buffer.from(await (await fetch(task.audioUrl)).arrayBuffer());
+    // nginx's worker runs as `nobody` when started by root: the file must be world-readable.
+    await chmod(root, 0o755);
+    await mkdir(join(root, 'www'), { mode: 0o755 });
+    await writeFile(join(root, 'www', 'audio.mp3'), audio, { mode: 0o644 });
+    const nginxPort = await freePort();
+    stopNginx = await startNginx(root, nginxPort);
+    const barePort = await freePort();
+    bare = fork(
+      new URL('./lib/bare-range-server.ts', import.meta.url).pathname,
+      [join(root, 'www', 'audio.mp3'), String(barePort)],
+      { execArgv: ['--import', 'tsx'] },
+    );
+    await once(bare, 'message');
+    const ours = new URL(task.audioUrl);
+    const oursScript = join(root, 'ours.lua');
+    const nginxScript = join(root, 'nginx.lua');
+    await writeFile(oursScript, wrkScript(audio.length, `${ours.pathname}${ours.search}`));
+    await writeFile(nginxScript, wrkScript(audio.length, '/audio.mp3'));
+    console.log(
+      `file ${(audio.length / 1024 / 1024).toFixed(2)} MiB; wrk -t1 -c${CONNECTIONS} -d${SECONDS}s, random ${RANGE / 1024} KiB ranges, ${RUNS} runs each, alternating`,
+    );
+    const oursRuns: WrkResult[] = [];
+    const nginxRuns: WrkResult[] = [];
+    const bareRuns: WrkResult[] = [];
+    let oursCpu = 0;
+    for (let run = 0; run < RUNS; run++) {
+      nginxRuns.push(await wrk(`http://127.0.0.1:${nginxPort}`, nginxScript));
+      bareRuns.push(await wrk(`http://127.0.0.1:${barePort}`, nginxScript));
+      const before = cpuSeconds(server.pid);
+      oursRuns.push(await wrk(`${ours.origin}`, oursScript));
+      oursCpu += cpuSeconds(server.pid) - before;
+      console.log(
+        `run ${run + 1}: nginx ${nginxRuns[run]!.rps.toFixed(0)} req/s (non-2xx ${nginxRuns[run]!.bad}, socket errors ${nginxRuns[run]!.socketErrors}); ` +
+          `bare node:http ${bareRuns[run]!.rps.toFixed(0)} req/s; ` +
+          `ours ${oursRuns[run]!.rps.toFixed(0)} req/s (non-2xx ${oursRuns[run]!.bad}, socket errors ${oursRuns[run]!.socketErrors})`,
+      );
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    const oursRps = median(oursRuns.map((r) => r.rps));
+    const nginxRps = median(nginxRuns.map((r) => r.rps));
+    const ratio = oursRps / nginxRps;
+    const bareRps = median(bareRuns.map((r) => r.rps));
+    const bad = oursRuns.reduce((n, r) => n + r.bad, 0);
+    const totalRequests = oursRuns.reduce((n, r) => n + r.requests, 0);
+    return report('Finished-audio Range serving (64 KiB random ranges)', [
+      {
+        metric: 'requests/s (median of runs)',
+        ours: oursRps.toFixed(0),
+        reference: `nginx ${nginxRps.toFixed(0)}`,
+        ratio: `${ratio.toFixed(2)}×`,
+        target: '≥ 0.6× nginx',
+        pass: ratio >= 0.6,
+      },
+      {
+        metric: 'requests/s vs bare node:http',
+        ours: oursRps.toFixed(0),
+        reference: `bare ${bareRps.toFixed(0)}`,
+        ratio: `${(oursRps / bareRps).toFixed(2)}×`,
+        target: '(the platform: bare / nginx ' + (bareRps / nginxRps).toFixed(2) + '×)',
+        pass: true,
+      },
+      {
+        metric: 'answers other than 206',
+        ours: String(bad),
+        reference: String(nginxRuns.reduce((n, r) => n + r.bad, 0)),
+        ratio: '',
+        target: '0',
+        pass: bad === 0,
+      },
+      {
+        metric: 'service CPU-ms per request',
+        ours: ((oursCpu * 1000) / totalRequests).toFixed(3),
+        reference: '',
+        ratio: '',
+        target: '',
+        pass: true,
+      },
+    ]);
+  } finally {
+    await stopNginx?.();
+    bare?.kill();
+    await server.stop();
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(2);
+  },
+);
