@@ -772,7 +772,7 @@ describe('fault: a piece reader aborted before anyone reads it', () => {
         piece: generated ? 'generated' : 'waiting',
         taskUnfinished: !generated,
       }));
-      const writer = await pieces.startPiece('task', 0);
+      const writer = await pieces.startPiece('task', 0, { kind: 'none' });
       await writer.append(new Int16Array(4096));
       // The piece being generated (a live cache reader), then complete (a file reader).
       for (const stage of ['live piece', 'complete piece'] as const) {

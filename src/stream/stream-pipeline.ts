@@ -49,24 +49,21 @@ export function fullTaskAudio(
 }
 
 /**
- * MP3 bytes of one content piece alone, encoded the same way (no silence). An instruct/design
- * piece (`forwardEngineMp3`) whose engine delivered MP3 itself is that MP3, forwarded unchanged as
- * generation receives it (spec §8: the engine's 24 kHz MP3, neither 320 kbps nor 44.1 kHz); when
- * its engine delivers PCM only, it is encoded like any other piece.
+ * MP3 bytes of one content piece alone: the MP3 generation makes of it while it is synthesised
+ * (the canonical encoding, no silence), forwarded as it grows; for an instruct/design piece whose
+ * engine delivered MP3 itself, that MP3 unchanged (spec §8: the engine's 24 kHz MP3, neither
+ * 320 kbps nor 44.1 kHz). A complete piece with no MP3 kept beside its PCM is encoded here.
  */
 export async function* contentAudio(
   deps: PipelineDeps,
   taskId: string,
   idx: number,
-  forwardEngineMp3: boolean,
   signal: AbortSignal,
 ): AsyncIterable<Uint8Array> {
-  if (forwardEngineMp3) {
-    const mp3 = await deps.pieces.openPieceMp3(taskId, idx, signal);
-    if (mp3 !== null) {
-      yield* mp3 as AsyncIterable<Uint8Array>;
-      return;
-    }
+  const mp3 = await deps.pieces.openPieceMp3(taskId, idx, signal);
+  if (mp3 !== null) {
+    yield* mp3 as AsyncIterable<Uint8Array>;
+    return;
   }
   const bytes = await deps.pieces.openPiece(taskId, idx, signal);
   yield* encodePiece(pcmChunks(bytes), deps.encoders.open(), signal);

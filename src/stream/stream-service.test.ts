@@ -121,7 +121,6 @@ class Fixture {
         interval,
         status: 'pending',
         audioUrl: null,
-        instructMode: false,
       })),
     };
     this.views.set(id, view);
@@ -136,7 +135,7 @@ class Fixture {
     opts: { chunk?: number; delayMs?: number; failAfter?: number } = {},
   ): Promise<void> {
     const chunk = opts.chunk ?? 8191;
-    const writer = await this.store.startPiece(taskId, idx);
+    const writer = await this.store.startPiece(taskId, idx, { kind: 'none' });
     let n = 0;
     for (let o = 0; o < pcm.length; o += chunk, n++) {
       if (opts.failAfter !== undefined && n === opts.failAfter) {
@@ -441,14 +440,13 @@ describe('stream sessions', () => {
     assert.equal(fx.service.pipelineRuns(), 3);
   });
 
-  test('an instruct piece with engine MP3 streams those bytes unchanged; without it, the piece is encoded', async () => {
+  test('a piece with engine MP3 streams those bytes unchanged; a piece kept as PCM only is encoded', async () => {
     fx.start();
-    const view = fx.addTask('t11', [0.5, 0.5]);
-    for (const piece of view.pieces) piece.instructMode = true;
+    fx.addTask('t11', [0.5, 0.5]);
     const pcm = sine(0.5, 440);
     // Piece 0: its engine delivered MP3 (stand-in bytes: the session forwards, never decodes).
     const engineMp3 = Buffer.from(Array.from({ length: 50_000 }, (_, n) => (n * 7) % 251));
-    const writer = await fx.store.startPiece('t11', 0, { engineMp3: true });
+    const writer = await fx.store.startPiece('t11', 0, { kind: 'engine' });
     const live = await fx.request('t11', { contentIndex: '0' });
     const reading = collect(body(live));
     for (let o = 0; o < engineMp3.length; o += 4096) await writer.appendMp3(engineMp3.subarray(o, o + 4096));

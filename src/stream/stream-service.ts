@@ -383,8 +383,7 @@ class DefaultStreamService implements StreamService {
       const pieces = task.pieces.map(({ idx, interval }) => ({ idx, interval }));
       pipeline = (signal) => fullTaskAudio(this.deps, task.id, pieces, signal);
     } else {
-      const forward = task.pieces.find((p) => p.idx === contentIndex)?.instructMode === true;
-      pipeline = (signal) => contentAudio(this.deps, task.id, contentIndex, forward, signal);
+      pipeline = (signal) => contentAudio(this.deps, task.id, contentIndex, signal);
     }
     const { source, kind } = this.sourceFor(key, task, { contentIndex, sessionId: i }, pipeline, relayed);
     return registry.open(key, source, kind, { taskId: task.id, accountId: task.accountId });

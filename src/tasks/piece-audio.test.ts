@@ -5,6 +5,8 @@ import { access, mkdtemp, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { encodePiece } from '../audio/continuous-encoder.js';
+import { createEncoderPool } from '../audio/encoder-pool.js';
 import { isAppError } from '../errors/app-error.js';
 import { PieceAudioStore, type PieceStatus } from './piece-audio.js';
 import { MemoryTaskEvents } from './task-events.memory.js';
@@ -22,7 +24,7 @@ const exists = (path: string) =>
   );
 
 async function writePiece(store: PieceAudioStore, taskId: string, idx: number): Promise<void> {
-  const writer = await store.startPiece(taskId, idx);
+  const writer = await store.startPiece(taskId, idx, { kind: 'none' });
   await writer.append(new Int16Array([1, 2, 3, 4]));
   await writer.finish();
   store.pieceRecorded(taskId, idx);
@@ -45,7 +47,7 @@ describe('piece audio work files', () => {
     for (const id of ['finished', 'unfinished', 'recent']) await writePiece(store, id, 0);
     await age(root, 'finished', 60_000);
     await age(root, 'unfinished', 60_000);
-    const live = await store.startPiece('live', 0); // being written: never swept
+    const live = await store.startPiece('live', 0, { kind: 'none' }); // being written: never swept
     await live.append(new Int16Array([5, 6]));
 
     const asked: string[][] = [];
@@ -108,7 +110,7 @@ describe('engine MP3 of a piece (spec §8 instruct/design pieces)', () => {
     const store = new PieceAudioStore(root, events, async () => status);
     const opening = store.openPieceMp3('t', 0, new AbortController().signal);
 
-    const writer = await store.startPiece('t', 0, { engineMp3: true });
+    const writer = await store.startPiece('t', 0, { kind: 'engine' });
     const reader = await opening;
     assert.ok(reader, 'a piece started with engineMp3 has its MP3');
     const reading = readAll(reader);
@@ -130,7 +132,7 @@ describe('engine MP3 of a piece (spec §8 instruct/design pieces)', () => {
   it('is null for a piece kept as PCM only, live or complete; appendMp3 is refused there', async () => {
     let status: PieceStatus = { piece: 'waiting', taskUnfinished: true };
     const store = new PieceAudioStore(join(dir, 'pcm-only'), new MemoryTaskEvents(), async () => status);
-    const writer = await store.startPiece('t', 0);
+    const writer = await store.startPiece('t', 0, { kind: 'none' });
     assert.equal(await store.openPieceMp3('t', 0, new AbortController().signal), null);
     await assert.rejects(writer.appendMp3(Buffer.from('x')), /without engine MP3/);
     await writer.append(new Int16Array([1]));
@@ -145,7 +147,7 @@ describe('engine MP3 of a piece (spec §8 instruct/design pieces)', () => {
       piece: 'waiting',
       taskUnfinished: true,
     }));
-    const first = await store.startPiece('t', 0, { engineMp3: true });
+    const first = await store.startPiece('t', 0, { kind: 'engine' });
     await first.appendMp3(Buffer.from('stale'));
     const stale = await store.openPieceMp3('t', 0, new AbortController().signal);
     assert.ok(stale);
@@ -153,11 +155,78 @@ describe('engine MP3 of a piece (spec §8 instruct/design pieces)', () => {
     first.fail(new Error('upstream cut'));
     await assert.rejects(staleRead, /upstream cut/);
 
-    const second = await store.startPiece('t', 0, { engineMp3: true });
+    const second = await store.startPiece('t', 0, { kind: 'engine' });
     await second.appendMp3(Buffer.from('fresh'));
     await second.finish();
     const reader = await store.openPieceMp3('t', 0, new AbortController().signal);
     assert.ok(reader);
     assert.equal((await readAll(reader)).toString(), 'fresh');
+  });
+});
+
+describe('the MP3 of a piece encoded while it is written (one encode per piece)', () => {
+  async function readAll(reader: NodeJS.ReadableStream): Promise<Buffer> {
+    const parts: Buffer[] = [];
+    for await (const chunk of reader) parts.push(chunk as Buffer);
+    return Buffer.concat(parts);
+  }
+
+  it('is the canonical encoding of the PCM, followed live, complete once finished', async () => {
+    const encoders = createEncoderPool({ size: 1 });
+    try {
+      let status: PieceStatus = { piece: 'waiting', taskUnfinished: true };
+      const store = new PieceAudioStore(join(dir, 'encoded'), new MemoryTaskEvents(), async () => status);
+      const pcm = Int16Array.from({ length: 44_100 }, (_, n) => Math.round(8000 * Math.sin(n / 20)));
+      const opening = store.openPieceMp3('t', 0, new AbortController().signal);
+      const writer = await store.startPiece('t', 0, {
+        kind: 'encode',
+        encoders,
+        signal: new AbortController().signal,
+      });
+      const live = await opening;
+      assert.ok(live, 'an encoded piece has its MP3 while it is written');
+      const reading = readAll(live);
+      for (let o = 0; o < pcm.length; o += 4410) await writer.append(pcm.slice(o, o + 4410));
+      await assert.rejects(writer.appendMp3(Buffer.from('x')), /without engine MP3/);
+      await writer.finish();
+
+      const expected: Uint8Array[] = [];
+      for await (const bytes of encodePiece([pcm], encoders.open())) expected.push(bytes);
+      const expectedMp3 = Buffer.concat(expected);
+      assert.ok(expectedMp3.length > 10_000);
+      assert.ok((await reading).equals(expectedMp3), 'the live reader got the encoding byte for byte');
+      status = { piece: 'generated', taskUnfinished: true };
+      store.pieceRecorded('t', 0);
+      assert.ok((await readAll(store.readCompleteMp3('t', 0))).equals(expectedMp3));
+      const complete = await store.openPieceMp3('t', 0, new AbortController().signal);
+      assert.ok(complete);
+      assert.ok((await readAll(complete)).equals(expectedMp3));
+    } finally {
+      await encoders.close();
+    }
+  });
+
+  it('a failed piece stops its encoding and fails its MP3 readers', async () => {
+    const encoders = createEncoderPool({ size: 1 });
+    try {
+      const store = new PieceAudioStore(join(dir, 'encoded-fail'), new MemoryTaskEvents(), async () => ({
+        piece: 'waiting',
+        taskUnfinished: true,
+      }));
+      const writer = await store.startPiece('t', 0, {
+        kind: 'encode',
+        encoders,
+        signal: new AbortController().signal,
+      });
+      const live = await store.openPieceMp3('t', 0, new AbortController().signal);
+      assert.ok(live);
+      const reading = readAll(live);
+      await writer.append(new Int16Array(44_100));
+      writer.fail(new Error('engine gave up'));
+      await assert.rejects(reading, /engine gave up/);
+      await assert.rejects(writer.finish());
+    } finally {
+      await encoders.close();
+    }
   });
 });

@@ -2,14 +2,19 @@
  * The canonical PCM (44.1 kHz mono s16) of every content piece, written by generation as it is
  * synthesised and read by stream sessions while it grows. A piece being generated in this process
  * is an append-only FsSessionCache (readers follow its growth); a finished piece is a complete file
- * under DATA_DIR/work. Readers wait on TaskEvents, never poll. An instruct/design piece whose
- * engine delivers MP3 (spec §8) also keeps that MP3 unchanged, the same way, next to its PCM
- * (`<idx>.mp3` beside `<idx>.pcm`): its per-content stream forwards those bytes.
+ * under DATA_DIR/work. Readers wait on TaskEvents, never poll. Every piece also has its MP3, the
+ * same way, next to its PCM (`<idx>.mp3` beside `<idx>.pcm`): the canonical encoding, made here
+ * while the PCM grows (one encode per piece: its per-content stream forwards those bytes and they
+ * are what is stored), or, for an instruct/design piece whose engine delivers MP3 (spec §8), that
+ * MP3 unchanged.
  */
 import { createReadStream } from 'node:fs';
 import { access, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
+import { encodePiece } from '../audio/continuous-encoder.js';
+import type { EncoderPool } from '../audio/encoder-pool.js';
+import { pcmChunks } from '../audio/pcm-stream.js';
 import { AppError } from '../errors/app-error.js';
 import { FsSessionCache } from '../stream/session-cache.fs.js';
 import type { TaskEvents } from './task-events.js';
@@ -27,18 +32,21 @@ export interface PieceStatus {
 /** Looks up the persisted state of a piece (the task store). */
 export type PieceStateLookup = (taskId: string, idx: number) => Promise<PieceStatus>;
 
-/** How a piece is kept while it is written. */
-export interface PieceStartOptions {
-  /** Keep the engine's own MP3 of the piece too (spec §8 instruct/design pieces), via `appendMp3`. */
-  engineMp3?: boolean;
-}
+/** Where a piece's MP3 comes from while it is written. */
+export type PieceMp3Source =
+  /** Encoded here from the piece's PCM as it arrives (the canonical 320 kbps encoding). */
+  | { kind: 'encode'; encoders: EncoderPool; signal: AbortSignal }
+  /** The engine's own MP3 (spec §8 instruct/design pieces), given through `appendMp3`. */
+  | { kind: 'engine' }
+  /** None kept: readers encode the PCM themselves (what pieces written before this had). */
+  | { kind: 'none' };
 
 /** Write side of one piece: append PCM bytes (and engine MP3 bytes), then finish (or fail). */
 export interface PieceWriter {
   append(pcm: Int16Array): Promise<void>;
-  /** Appends engine MP3 bytes unchanged; only for a piece started with `engineMp3`. */
+  /** Appends engine MP3 bytes unchanged; only for a piece whose MP3 source is the engine. */
   appendMp3(mp3: Uint8Array): Promise<void>;
-  /** Completes the piece's MP3 (if kept), then its PCM. */
+  /** Completes the piece's PCM, then its MP3 (the encoding's end, or the engine's). */
   finish(): Promise<void>;
   fail(err: Error): void;
 }
@@ -57,10 +65,10 @@ export interface PieceAudioSource {
    */
   openPiece(taskId: string, idx: number, signal: AbortSignal): Promise<Readable>;
   /**
-   * The engine's own MP3 of a piece (spec §8), like openPiece: waits until the piece has started
-   * (or is complete) and returns a stream of those bytes that follows the piece while it is
-   * generated; null when the piece is kept as PCM only (not an instruct piece, or an engine that
-   * delivers no MP3). Rejects like openPiece.
+   * The MP3 of a piece (its canonical encoding, or the engine's own for a spec §8 piece), like
+   * openPiece: waits until the piece has started (or is complete) and returns a stream of those
+   * bytes that follows the piece while it is generated; null when the piece keeps no MP3 (started
+   * with `none`, or written before MP3s were kept beside the PCM). Rejects like openPiece.
    */
   openPieceMp3(taskId: string, idx: number, signal: AbortSignal): Promise<Readable | null>;
 }
@@ -91,13 +99,13 @@ export class PieceAudioStore implements PieceAudioSource {
     return createReadStream(this.path(taskId, idx), signal === undefined ? {} : { signal });
   }
 
-  /** The complete engine MP3 of a piece started with `engineMp3` (generation stores it as the piece's audio). */
+  /** The complete MP3 of a piece generated on this node (generation stores it as the piece's audio). */
   readCompleteMp3(taskId: string, idx: number, signal?: AbortSignal): Readable {
     return createReadStream(this.mp3Path(taskId, idx), signal === undefined ? {} : { signal });
   }
 
   /** Starts (or restarts) writing a piece; any earlier partial file of it is discarded. */
-  async startPiece(taskId: string, idx: number, options: PieceStartOptions = {}): Promise<PieceWriter> {
+  async startPiece(taskId: string, idx: number, mp3Source: PieceMp3Source): Promise<PieceWriter> {
     const key = `${taskId}/${idx}`;
     await mkdir(this.dir(taskId), { recursive: true });
     await rm(this.path(taskId, idx), { force: true });
@@ -105,28 +113,52 @@ export class PieceAudioStore implements PieceAudioSource {
     const piece: LivePiece = {
       pcm: new FsSessionCache({ dir: this.dir(taskId), name: `${idx}.pcm` }),
       mp3:
-        options.engineMp3 === true ? new FsSessionCache({ dir: this.dir(taskId), name: `${idx}.mp3` }) : null,
+        mp3Source.kind === 'none' ? null : new FsSessionCache({ dir: this.dir(taskId), name: `${idx}.mp3` }),
     };
     this.live.set(key, piece);
     this.events.changed(taskId);
+    // The encoding follows the PCM as it is written and ends with it; a failed piece stops it.
+    const stopEncoding = new AbortController();
+    const encoding =
+      mp3Source.kind === 'encode'
+        ? this.encodeWhileWritten(piece, mp3Source, AbortSignal.any([mp3Source.signal, stopEncoding.signal]))
+        : undefined;
+    encoding?.catch(() => undefined); // reported by finish(), or moot after fail()
     return {
       append: (pcm) => piece.pcm.append(new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength)),
       appendMp3: (mp3) => {
-        if (piece.mp3 === null)
+        if (mp3Source.kind !== 'engine' || piece.mp3 === null)
           return Promise.reject(new Error(`piece ${key} was started without engine MP3`));
         return piece.mp3.append(mp3);
       },
       finish: async () => {
-        await piece.mp3?.finish();
         await piece.pcm.finish();
+        await encoding;
+        await piece.mp3?.finish();
       },
       fail: (err) => {
+        stopEncoding.abort(err);
         piece.mp3?.fail(err);
         piece.pcm.fail(err);
         this.live.delete(key);
         this.events.changed(taskId);
       },
     };
+  }
+
+  /** Encodes a piece's PCM into its MP3 file while the PCM is written (one encoder per piece). */
+  private async encodeWhileWritten(
+    piece: LivePiece,
+    source: Extract<PieceMp3Source, { kind: 'encode' }>,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const { mp3 } = piece;
+    if (mp3 === null) throw new Error('an encoded piece keeps its MP3');
+    const pcm = piece.pcm.createReadStream(0, null, signal);
+    pcm.on('error', () => undefined); // iteration reports it
+    for await (const bytes of encodePiece(pcmChunks(pcm), source.encoders.open(), signal)) {
+      await mp3.append(bytes);
+    }
   }
 
   /** Called once the piece is recorded as generated: new readers then read the complete file. */

@@ -8,11 +8,6 @@ export interface StreamPieceView {
   status: PieceStatus;
   /** URL of the piece's finished MP3, once stored. */
   audioUrl: string | null;
-  /**
-   * Instruct/design piece (`instruct_mode: true`): when its engine delivered MP3 itself, its
-   * per-content stream forwards those bytes unchanged (spec §8).
-   */
-  instructMode: boolean;
 }
 
 export interface StreamTaskView {

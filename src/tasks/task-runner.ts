@@ -24,7 +24,7 @@
  */
 import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { encodeContinuous, encodePiece, type ContinuousPiece } from '../audio/continuous-encoder.js';
+import { encodeContinuous, type ContinuousPiece } from '../audio/continuous-encoder.js';
 import type { EncoderPool } from '../audio/encoder-pool.js';
 import { EngineCallError, type SpeechEngine } from '../audio/engines/engine.js';
 import { CANONICAL_RATE } from '../audio/pcm.js';
@@ -376,7 +376,13 @@ export class TaskRunner {
     // (its per-content stream and stored audio); the PCM decoded from the same call feeds the
     // full-task stream and the merged audio like any other piece.
     const forwardMp3 = params.instruct_mode === true ? engine.synthesizeMp3 : undefined;
-    const writer = await pieceAudio.startPiece(task.id, piece.idx, { engineMp3: forwardMp3 !== undefined });
+    // The piece's MP3 is made while it is synthesised (or is the engine's own): its per-content
+    // stream forwards those bytes and they are stored below, so a piece is encoded once.
+    const writer = await pieceAudio.startPiece(
+      task.id,
+      piece.idx,
+      forwardMp3 === undefined ? { kind: 'encode', encoders, signal } : { kind: 'engine' },
+    );
     let samples = 0;
     try {
       const request = {
@@ -411,13 +417,7 @@ export class TaskRunner {
       throw err;
     }
     const key = `tasks/${task.id}/contents/${piece.idx}.mp3`;
-    const mp3 =
-      forwardMp3 === undefined
-        ? Readable.from(
-            encodePiece(pcmChunks(pieceAudio.readComplete(task.id, piece.idx)), encoders.open(), signal),
-          )
-        : pieceAudio.readCompleteMp3(task.id, piece.idx, signal);
-    await blobs.put(key, mp3, 'audio/mpeg');
+    await blobs.put(key, pieceAudio.readCompleteMp3(task.id, piece.idx, signal), 'audio/mpeg');
     await store.pieceGenerated(task.id, piece.idx, samples, key, token);
     pieceAudio.pieceRecorded(task.id, piece.idx);
   }

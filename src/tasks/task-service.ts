@@ -365,7 +365,6 @@ export class TaskService implements StreamTaskLookup {
             interval: params.interval,
             status: p.status,
             audioUrl: p.audio_key ? this.audioUrl(task.id, task.auth_token, p.idx) : null,
-            instructMode: params.instruct_mode === true,
           };
         }),
       },

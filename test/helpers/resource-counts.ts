@@ -7,15 +7,22 @@ import { readdir, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { App } from '../../src/app.js';
+import { OPEN_BLOB_FILES } from '../../src/storage/blob-store.fs.js';
 
 /** The counts; every field must return to its earlier value once the app is idle again. */
 export interface ResourceCounts {
   /**
    * Entries of /proc/self/fd (files, sockets, pipes, eventfds of this whole process), except the
    * embedded database's own files (`DATA_DIR/db`: PGlite keeps a varying set of relation files
-   * open, as a PostgreSQL server would) and descriptors closed while they were being listed.
+   * open, as a PostgreSQL server would), the finished audio the blob store keeps open for reuse
+   * (`DATA_DIR/blobs`: counted below) and descriptors closed while they were being listed.
    */
   fileDescriptors: number;
+  /**
+   * Descriptors on `DATA_DIR/blobs` beyond the blob store's bound of files kept open for reuse
+   * (OPEN_BLOB_FILES): always 0 — a read that leaked its descriptor would grow it past the bound.
+   */
+  blobFilesOverBound: number;
   /** libuv TCP sockets of this process (the test's own clients included). */
   tcpSockets: number;
   /** Live stream sessions of the app. */
@@ -29,7 +36,14 @@ export interface ResourceCounts {
 /** Counts now. */
 export async function resourceCounts(app: App): Promise<ResourceCounts> {
   return {
-    fileDescriptors: await openDescriptors(join(app.config.dataDir, 'db')),
+    fileDescriptors: await openDescriptors([
+      join(app.config.dataDir, 'db'),
+      join(app.config.dataDir, 'blobs'),
+    ]),
+    blobFilesOverBound: Math.max(
+      0,
+      (await descriptorsUnder(join(app.config.dataDir, 'blobs'))) - OPEN_BLOB_FILES,
+    ),
     tcpSockets: process.getActiveResourcesInfo().filter((name) => name === 'TCPSocketWrap').length,
     streamSessions: app.services.stream.liveSessions(),
     encoderStreams: app.services.encoders.openStreams,
@@ -37,14 +51,24 @@ export async function resourceCounts(app: App): Promise<ResourceCounts> {
   };
 }
 
-/** Open descriptors of this process, not counting files under `except`. */
-async function openDescriptors(except: string): Promise<number> {
-  let count = 0;
+/** Targets of this process's open descriptors (those closed while listed are left out). */
+async function descriptorTargets(): Promise<string[]> {
+  const targets: string[] = [];
   for (const fd of await readdir('/proc/self/fd')) {
     const target = await readlink(`/proc/self/fd/${fd}`).catch(() => undefined);
-    if (target !== undefined && !target.startsWith(`${except}/`)) count++;
+    if (target !== undefined) targets.push(target);
   }
-  return count;
+  return targets;
+}
+
+/** Open descriptors of this process, not counting files under the `except` folders. */
+async function openDescriptors(except: string[]): Promise<number> {
+  return (await descriptorTargets()).filter((t) => !except.some((dir) => t.startsWith(`${dir}/`))).length;
+}
+
+/** Open descriptors of this process on files under `dir`. */
+async function descriptorsUnder(dir: string): Promise<number> {
+  return (await descriptorTargets()).filter((t) => t.startsWith(`${dir}/`)).length;
 }
 
 /** Counts once they hold still: two readings `gapMs` apart are equal (at most `ms`). */

@@ -1,0 +1,156 @@
+/**
+ * One-shot first byte (issue 14): `npm run bench:first-byte` (env: ALONE, 30 one-shots one after
+ * another; CONCURRENT, 20 at once; ROUNDS, 3 rounds of them).
+ * The service (embedded defaults, a temporary DATA_DIR) answers `POST /api/tts/simple-generate`
+ * with `direct_stream: true`; the time to the first MP3 byte is measured from the client. The
+ * reference, in the same run and process as the client: the embedded engine itself (espeak-ng
+ * wasm in a warm piscina thread) synthesising the same first sentence, plus the wasm LAME encode
+ * of it — the work a first byte cannot avoid. Targets: p50 ≤ 100 ms alone, p99 ≤ 1 s with 20 at once.
+ */
+import http from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { createEncoderPool } from '../src/audio/encoder-pool.js';
+import { createEspeakEngine } from '../src/audio/engines/espeak.engine.js';
+import { api, report, startServer, type BenchServer } from './lib/server.js';
+
+const ALONE = Number(process.env.ALONE ?? 30);
+const CONCURRENT = Number(process.env.CONCURRENT ?? 20);
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
+
+const sentence = (n: number) => `This is one shot number ${n}, spoken at once.`;
+
+/** Milliseconds from sending the request to the first body byte of an audio/mpeg answer. */
+function firstByte(server: BenchServer, voiceId: string, n: number, agent: http.Agent): Promise<number> {
+  const body = JSON.stringify({ text: sentence(n), voiceId, direct_stream: true });
+  const url = new URL('/api/tts/simple-generate', server.url);
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const request = http.request(
+      url,
+      {
+        method: 'POST',
+        agent,
+        headers: {
+          authorization: `Bearer ${server.key}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        },
+      },
+      (response) => {
+        if (response.statusCode !== 200 || response.headers['content-type'] !== 'audio/mpeg') {
+          let text = '';
+          response.on('data', (c: Buffer) => (text += c.toString()));
+          response.on('end', () => reject(new Error(`HTTP ${response.statusCode}: ${text.slice(0, 300)}`)));
+          return;
+        }
+        let at: number | undefined;
+        response.on('data', () => (at ??= performance.now() - started));
+        response.on('end', () => (at === undefined ? reject(new Error('no audio')) : resolve(at)));
+        response.on('error', reject);
+      },
+    );
+    request.on('error', reject);
+    request.end(body);
+  });
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
+}
+
+/** The floor: the engine and encoder alone on the first sentence, warm, in this process. */
+async function engineFloor(runs: number): Promise<number[]> {
+  const engine = createEspeakEngine({ threads: 1 });
+  const encoders = createEncoderPool({ size: 1 });
+  const times: number[] = [];
+  try {
+    for (let n = 0; n < runs + 3; n++) {
+      const started = performance.now();
+      const encoder = encoders.open();
+      let first: number | undefined;
+      for await (const pcm of engine.synthesize(
+        { text: sentence(n), voice: { engine: 'espeak', voice: 'en-us' }, speechRate: 1 },
+        AbortSignal.timeout(30_000),
+      )) {
+        const mp3 = await encoder.encode(pcm);
+        if (mp3.length > 0) first ??= performance.now() - started;
+      }
+      const tail = await encoder.finish();
+      if (tail.length > 0) first ??= performance.now() - started;
+      if (n >= 3 && first !== undefined) times.push(first); // three warm-ups
+    }
+  } finally {
+    await engine.close();
+    await encoders.close();
+  }
+  return times;
+}
+
+async function main(): Promise<number> {
+  const floor = await engineFloor(ALONE);
+  const server = await startServer(
+    {
+      RATE_LIMIT_MAX: '1000000',
+      ...Object.fromEntries(
+        (process.env.SERVER_ENV ?? '')
+          .split(',')
+          .filter((pair) => pair.includes('='))
+          .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+      ),
+    },
+    (process.env.SERVER_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== ''),
+  );
+  try {
+    const voice = await api<{ id: string }>(server, 'POST', '/api/voice', { name: 'bench narrator' });
+    const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENT });
+    for (let n = 0; n < 3; n++) await firstByte(server, voice.id, n, agent); // warm-up
+    const alone: number[] = [];
+    for (let n = 0; n < ALONE; n++) alone.push(await firstByte(server, voice.id, 100 + n, agent));
+    const together: number[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const batch = await Promise.all(
+        Array.from({ length: CONCURRENT }, (_, i) =>
+          firstByte(server, voice.id, 1000 * (round + 1) + i, agent),
+        ),
+      );
+      together.push(...batch);
+    }
+    agent.destroy();
+    const fmt = (ms: number) => `${ms.toFixed(0)} ms`;
+    console.log(
+      `alone: p50 ${fmt(percentile(alone, 50))}, p99 ${fmt(percentile(alone, 99))}, max ${fmt(Math.max(...alone))} (${alone.length}); ` +
+        `${CONCURRENT} at once: p50 ${fmt(percentile(together, 50))}, p99 ${fmt(percentile(together, 99))}, max ${fmt(Math.max(...together))} (${together.length}); ` +
+        `engine+encoder floor p50 ${fmt(percentile(floor, 50))}`,
+    );
+    const floor50 = percentile(floor, 50);
+    return report('One-shot synthesis, first MP3 byte (embedded engine)', [
+      {
+        metric: 'first byte p50, one at a time',
+        ours: fmt(percentile(alone, 50)),
+        reference: `floor ${fmt(floor50)}`,
+        ratio: `${(percentile(alone, 50) / floor50).toFixed(1)}×`,
+        target: '≤ 100 ms',
+        pass: percentile(alone, 50) <= 100,
+      },
+      {
+        metric: `first byte p99, ${CONCURRENT} at once`,
+        ours: fmt(percentile(together, 99)),
+        reference: `floor ${fmt(floor50)}`,
+        ratio: `${(percentile(together, 99) / floor50).toFixed(1)}×`,
+        target: '≤ 1000 ms',
+        pass: percentile(together, 99) <= 1000,
+      },
+    ]);
+  } finally {
+    await server.stop();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(2);
+  },
+);
