@@ -46,14 +46,37 @@ async function main(): Promise<void> {
       startedAt: new Date().toISOString(),
     });
   }
-  const accounts = await app.services.accounts.listAccounts();
-  if (accounts.length === 0) {
+  const first =
+    config.firstRunAccount && config.bootstrapApiKey === undefined
+      ? await app.services.accounts.createFirstAccount()
+      : undefined;
+  if (first !== undefined) {
+    // Once, on stdout whatever the log format: the key is never stored in plain or shown again.
+    console.log(firstRunBanner(config.publicUrl, first.account.name, first.key));
+  } else if ((await app.services.accounts.listAccounts()).length === 0) {
     log.warn(
       'no accounts yet: create one with `npm run cli -- accounts create NAME` and a key with ' +
         '`npm run cli -- keys create NAME`, or start with BOOTSTRAP_API_KEY=sk-<32 lowercase letters/digits>',
     );
   }
   log.info(`voice service ready at ${config.publicUrl} (data in ${config.dataDir})`);
+}
+
+/** What a first run prints: the new account's key, once, and a console URL that signs in with it. */
+function firstRunBanner(publicUrl: string, account: string, key: string): string {
+  return [
+    '',
+    `  First run: created the account "${account}" with this API key (shown once, keep it):`,
+    '',
+    `      ${key}`,
+    '',
+    '  Open the console, signed in with it:',
+    '',
+    `      ${publicUrl}/#key=${key}`,
+    '',
+    `  More keys: npm run cli -- keys create ${account}`,
+    '',
+  ].join('\n');
 }
 
 /** The messages of an error and its causes, one line each ("because: …"). */

@@ -3,7 +3,7 @@
  * bootstrap key that makes a fresh install usable at once.
  */
 import { randomUUID } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { AppError, errors } from '../errors/app-error.js';
 import { CONTROL_CHARACTER_MESSAGE, controlCharacterIndex } from '../errors/validation.js';
 import type { Database } from '../storage/schema.js';
@@ -26,6 +26,9 @@ export interface ApiKeyInfo {
 }
 
 export const DEFAULT_ACCOUNT_NAME = 'default';
+
+/** Advisory lock id of the first-run account creation (any constant of this service's own). */
+const FIRST_RUN_LOCK = 0x766f6963;
 
 /** Keys whose account this node remembers at once (each a few hundred bytes). */
 const AUTH_CACHE_ENTRIES = 10_000;
@@ -160,6 +163,34 @@ export class AccountService {
   }
 
   /** Registers `plainKey` for the default account unless it was ever registered (idempotent). */
+  /**
+   * First run: when no account exists, creates the account "default" with a new key and returns
+   * both (the plain key only here); otherwise undefined. Nodes starting together on one database
+   * take a transaction lock first, so exactly one creates it and the others see it exists.
+   */
+  async createFirstAccount(): Promise<{ account: Account; key: string } | undefined> {
+    return this.db.transaction().execute(async (trx) => {
+      await sql`select pg_advisory_xact_lock(${FIRST_RUN_LOCK})`.execute(trx);
+      const existing = await trx.selectFrom('accounts').select('id').limit(1).executeTakeFirst();
+      if (existing !== undefined) return undefined;
+      const account = { id: randomUUID(), name: DEFAULT_ACCOUNT_NAME, created_at: new Date() };
+      await trx.insertInto('accounts').values(account).execute();
+      const key = generateApiKey();
+      await trx
+        .insertInto('api_keys')
+        .values({
+          id: randomUUID(),
+          account_id: account.id,
+          key_hash: hashApiKey(key),
+          key_prefix: keyPrefix(key),
+          created_at: new Date(),
+          revoked_at: null,
+        })
+        .execute();
+      return { account: { id: account.id, name: account.name, createdAt: account.created_at }, key };
+    });
+  }
+
   async bootstrap(plainKey: string): Promise<Account> {
     const known = await this.db
       .selectFrom('api_keys')

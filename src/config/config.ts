@@ -77,6 +77,8 @@ const envSchema = z.object({
    * loaded on its second read, up to 16 MiB each), so Range requests of popular files read no disk.
    */
   BLOB_MEMORY_CACHE_BYTES: intFrom(0, 64 * 1024 * 1024 * 1024).default(64 * 1024 * 1024),
+  /** On a start with no account (and no BOOTSTRAP_API_KEY): create one and print its key once. */
+  FIRST_RUN_ACCOUNT: z.enum(['true', 'false', '1', '0']).default('true'),
   SHORT_TASK_MAX_CHARS: intFrom(0, 1_000_000).default(500),
   SHORT_TASK_CONCURRENCY: intFrom(0, 64).default(1),
   /** Per-account quotas (issue 11 finding 3); 0 = unlimited. Pending plus processing tasks. */
@@ -190,6 +192,8 @@ export interface AppConfig {
   generationConcurrency: number;
   /** How long an authenticated key's account is remembered (AccountService); 0 = never. */
   authCacheMs: number;
+  /** Create the first account and print its key and console URL when none exists (first run). */
+  firstRunAccount: boolean;
   /** Memory for the embedded blob store's most-read blobs (FsBlobStore); 0 = off. */
   blobMemoryCacheBytes: number;
   /** The short-task lane; null = off (every task shares the GENERATION_CONCURRENCY slots). */
@@ -307,6 +311,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     generationConcurrency: e.GENERATION_CONCURRENCY,
     authCacheMs: e.AUTH_CACHE_MS ?? (scaleOut === null ? 60_000 : 500),
     blobMemoryCacheBytes: e.BLOB_MEMORY_CACHE_BYTES,
+    firstRunAccount: e.FIRST_RUN_ACCOUNT === 'true' || e.FIRST_RUN_ACCOUNT === '1',
     shortTasks:
       e.SHORT_TASK_MAX_CHARS > 0 && e.SHORT_TASK_CONCURRENCY > 0
         ? { maxChars: e.SHORT_TASK_MAX_CHARS, concurrency: e.SHORT_TASK_CONCURRENCY }

@@ -15,6 +15,8 @@ export interface ServerProcess {
   url: string;
   /** What it wrote to stderr so far (for failure messages). */
   stderr(): string;
+  /** What it wrote to stdout so far (the first-run banner; logs at LOG_LEVEL=warn are rare). */
+  stdout(): string;
   /** `kill -9`, then waits until it is gone. */
   kill9(): Promise<void>;
   /** SIGTERM, then waits for its exit code (at most 60 s). */
@@ -35,10 +37,12 @@ export async function startServerProcess(
   for (const [name, value] of Object.entries(process.env)) if (!FOREIGN.test(name)) base[name] = value;
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     env: { ...base, LOG_LEVEL: 'warn', ...env, DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: String(port) },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
+  let stdout = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   const exited = once(child, 'exit');
   exited.catch(() => undefined);
   const gone = async () => {
@@ -63,6 +67,7 @@ export async function startServerProcess(
           child,
           url: info.url,
           stderr: () => stderr,
+          stdout: () => stdout,
           kill9: async () => {
             child.kill('SIGKILL');
             await gone();
