@@ -5,7 +5,9 @@
  * when a later step fails, and everything on close().
  */
 import { join } from 'node:path';
+import { sql } from 'kysely';
 import { Redis } from 'ioredis';
+import { untilAborted } from './common/call-deadline.js';
 import type { AppConfig } from './config/config.js';
 import type { RateLimitStore } from './http/rate-limit.js';
 import { FsBlobStore } from './storage/blob-store.fs.js';
@@ -35,6 +37,8 @@ export interface Adapters {
   cluster: StreamCluster | undefined;
   /** The URL tasks record as their generator: this node's NODE_URL in scale-out, else PUBLIC_URL. */
   nodeUrl: string;
+  /** Readiness checks of the dependencies this node cannot serve without (/readyz), by name; each throws when unreachable. */
+  readiness: Record<string, (signal: AbortSignal) => Promise<void>>;
   /** Closes every adapter (the owner stops using them first). */
   close(): Promise<void>;
 }
@@ -111,6 +115,7 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
       shortQueue: config.shortTasks === null ? undefined : new MemoryTaskQueue(),
       rateLimitStore: { kind: 'memory' },
       cluster: undefined,
+      readiness: { database: () => databaseAnswers(database) },
       nodeUrl: config.publicUrl,
       close,
     };
@@ -185,8 +190,20 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
       retryAfterSeconds,
     },
     nodeUrl: scaleOut.nodeUrl,
+    readiness: {
+      database: () => databaseAnswers(database),
+      redis: async (signal) => {
+        await untilAborted(redis.ping(), signal);
+      },
+      s3: (signal) => blobs.checkAccess(signal),
+    },
     close,
   };
+}
+
+/** Resolves once the database answered a trivial query. */
+async function databaseAnswers(database: DatabaseHandle): Promise<void> {
+  await sql`select 1`.execute(database.db);
 }
 
 /** A Redis URL without its password, for messages. */

@@ -20,6 +20,7 @@ import { accountRoutes } from './http/routes/account.routes.js';
 import { presetRoutes } from './http/routes/presets.routes.js';
 import { audioRoutes } from './http/routes/audio.routes.js';
 import { healthRoutes } from './http/routes/health.routes.js';
+import { createServiceMetrics, type MetricsSources } from './http/metrics.prom.js';
 import { simpleGenerateRoutes } from './http/routes/simple-generate.routes.js';
 import { splitterRoutes } from './http/routes/splitter.routes.js';
 import { streamRoutes } from './http/routes/stream.routes.js';
@@ -85,6 +86,19 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     onBackgroundError: (err) => http.log.warn({ err }, 'background connection error (retried)'),
   });
   const { database, blobs, events } = adapters;
+  // Before any route: its hooks measure every request. The sources are read at scrape time only.
+  let sources: MetricsSources | undefined;
+  const metrics = createServiceMetrics(http, {
+    streamSessions: () => sources?.streamSessions() ?? 0,
+    listeners: () => sources?.listeners() ?? 0,
+    pipelineRuns: () => sources?.pipelineRuns() ?? 0,
+    relayRuns: () => sources?.relayRuns() ?? 0,
+    activeGenerations: () => sources?.activeGenerations() ?? 0,
+    openEncoderStreams: () => sources?.openEncoderStreams() ?? 0,
+    encoded: () => sources?.encoded() ?? { audioSeconds: 0, workerSeconds: 0 },
+    engineErrors: () => sources?.engineErrors() ?? new Map<string, number>(),
+    queueDepthByAccount: async (limit) => (await sources?.queueDepthByAccount(limit)) ?? [],
+  });
   const synthesis = createEngineRegistry({
     remoteEndpoints: config.remoteEngines,
     timeouts: config.engineTimeouts,
@@ -176,17 +190,20 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       bounds: config.streamSessions,
     });
     stream = streams;
+    sources = {
+      streamSessions: () => streams.liveSessions(),
+      listeners: () => streams.listeners(),
+      pipelineRuns: () => streams.pipelineRuns(),
+      relayRuns: () => streams.relayRuns(),
+      activeGenerations: () => taskRunner.active,
+      openEncoderStreams: () => encoders.openStreams,
+      encoded: () => encoders.encoded,
+      engineErrors: () => taskRunner.engineErrors,
+      queueDepthByAccount: (limit) => tasks.queueDepthByAccount(limit),
+    };
 
     await http.register(
-      healthRoutes(
-        database.db,
-        () => ({
-          streamPipelineRuns: streams.pipelineRuns(),
-          streamRelayRuns: streams.relayRuns(),
-          activeGenerations: taskRunner.active,
-        }),
-        { metricsToken: config.metricsToken },
-      ),
+      healthRoutes(metrics, { metricsToken: config.metricsToken, readiness: adapters.readiness }),
     );
     // Finished audio and streams: per client address (task ids are the client's to make up).
     const perAddress = {

@@ -436,10 +436,17 @@ describe('scale-out faults: Redis down', () => {
         const answer = await call(method, path, body);
         assertInvariants(method, path, answer);
       }
+      // Alive, but not ready: /readyz names the dependency that does not answer.
+      assert.equal((await call('GET', '/healthz')).status, 200);
+      const ready = await call('GET', '/readyz');
+      assertInvariants('GET', '/readyz', ready);
+      assert.equal(ready.status, 503);
+      assert.match(ready.text, /not ready: redis unreachable/);
     } finally {
       await redis.start();
     }
     await waitRecovered('/api/account/info');
+    assert.equal((await call('GET', '/readyz')).status, 200, 'ready again once Redis is back');
     const after = await createTask();
     assert.equal(await waitStatus(after, ['generated', 'failed']), 'generated');
     assert.deepEqual(await unfinishedTasks(), []);

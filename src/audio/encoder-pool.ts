@@ -8,6 +8,7 @@ import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
 import { AppError } from '../errors/app-error.js';
 import type { EncoderReply, EncoderRequest } from './encoder-protocol.js';
+import { CANONICAL_RATE } from './pcm.js';
 import { siblingModuleUrl, startModuleWorker } from './worker-url.js';
 
 /** One MP3 output stream. Feed canonical PCM (44.1 kHz mono s16); flush once with `finish()`. */
@@ -36,6 +37,8 @@ export interface EncoderPool {
   open(): Mp3Encoder;
   /** MP3 streams open now (not yet finished or aborted) on every worker: fault tests check none leaks. */
   readonly openStreams: number;
+  /** Audio encoded since the pool started, and the workers' seconds spent on it (metrics: realtime factor). */
+  readonly encoded: { audioSeconds: number; workerSeconds: number };
   /** Kills every worker as a crash would (pending calls reject, fresh workers take their place): recovery hook for a wedged worker, and how tests exercise the crash path. */
   terminateWorkers(): Promise<void>;
   /** Stops all workers; open streams reject. */
@@ -124,9 +127,15 @@ class Slot {
   readonly worker: Worker;
   readonly exited: Promise<void>;
 
-  constructor(url: URL, onExit: (slot: Slot) => void) {
+  constructor(url: URL, onExit: (slot: Slot) => void, encoded: EncoderPool['encoded']) {
     this.worker = startModuleWorker(url);
-    this.worker.on('message', (reply: EncoderReply) => this.streams.get(reply.id)?.settle(reply));
+    this.worker.on('message', (reply: EncoderReply) => {
+      if (reply.ok) {
+        encoded.audioSeconds += reply.samples / CANONICAL_RATE;
+        encoded.workerSeconds += reply.ms / 1000;
+      }
+      this.streams.get(reply.id)?.settle(reply);
+    });
     // Without an 'error' listener a worker exception would be rethrown in the main thread.
     this.worker.on('error', () => undefined);
     this.exited = new Promise((resolve) =>
@@ -156,6 +165,7 @@ class WorkerEncoderPool implements EncoderPool {
   private readonly slots: Slot[] = [];
   private nextId = 1;
   private closed = false;
+  readonly encoded = { audioSeconds: 0, workerSeconds: 0 };
 
   constructor(readonly size: number) {
     if (!Number.isInteger(size) || size < 1)
@@ -194,7 +204,7 @@ class WorkerEncoderPool implements EncoderPool {
   }
 
   private spawn(): Slot {
-    return new Slot(this.url, (slot) => this.onExit(slot));
+    return new Slot(this.url, (slot) => this.onExit(slot), this.encoded);
   }
 
   private onExit(slot: Slot): void {

@@ -9,4 +9,12 @@ export type EncoderRequest =
 
 /** Worker → main: the MP3 bytes produced by one `encode` or `finish`, or why it failed. */
 export type EncoderReply =
-  { id: number; ok: true; mp3: Uint8Array } | { id: number; ok: false; error: string };
+  | {
+      id: number;
+      ok: true;
+      mp3: Uint8Array;
+      /** PCM samples this call encoded, and the worker's milliseconds on it (encoder metrics). */
+      samples: number;
+      ms: number;
+    }
+  | { id: number; ok: false; error: string };

@@ -62,16 +62,19 @@ async function handle(req: EncoderRequest): Promise<void> {
       }
       try {
         const instance = await lame;
+        const started = performance.now();
         let out: Uint8Array;
+        let samples = 0;
         if (req.op === 'encode') {
           const mono = pcmToFloat(req.pcm);
+          samples = mono.length;
           out = instance.encode([mono, mono]);
         } else {
           instances.delete(req.id);
           out = instance.finalize();
         }
         // The returned view is owned by the wasm instance: copy before handing it over.
-        reply({ id: req.id, ok: true, mp3: out.slice() });
+        reply({ id: req.id, ok: true, mp3: out.slice(), samples, ms: performance.now() - started });
       } catch (err) {
         instances.delete(req.id);
         reply({ id: req.id, ok: false, error: err instanceof Error ? err.message : String(err) });

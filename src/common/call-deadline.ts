@@ -62,3 +62,26 @@ export class CallDeadline {
     this.timers.clear();
   }
 }
+
+/**
+ * Resolves as `promise` does, or rejects with the abort reason as soon as `signal` aborts (the
+ * work itself runs on, its outcome ignored): a wait on something that cannot be cancelled.
+ */
+export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  const reason = (): Error => (signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+  if (signal.aborted) return Promise.reject(reason());
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(reason());
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}

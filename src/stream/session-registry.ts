@@ -69,6 +69,13 @@ export class SessionRegistry {
     return this.sessions.size;
   }
 
+  /** Requests reading a live session now (its leases), over all sessions. */
+  get listeners(): number {
+    let total = 0;
+    for (const session of this.sessions.values()) total += session.leaseCount;
+    return total;
+  }
+
   /** Bytes held by the session caches of this registry (live and retired builds not yet destroyed). */
   get cacheBytes(): number {
     let total = 0;

@@ -25,6 +25,7 @@ import {
 import { SessionRegistry, type SessionLease } from './session-registry.js';
 import { contentAudio, fullTaskAudio, type PipelineDeps } from './stream-pipeline.js';
 import { parseContentIndex, parseSessionId, requireAuthToken } from './stream-request.js';
+import { untilAborted } from '../common/call-deadline.js';
 import type { SessionOwnership } from './session-ownership.js';
 import { ownerUnreachable, RelayRedirect, type RelayTarget, type SessionRelay } from './session-relay.js';
 import {
@@ -110,6 +111,8 @@ export interface StreamService {
   relayRuns(): number;
   /** Live sessions on this node now (fault tests check none is left behind). */
   liveSessions(): number;
+  /** Requests reading this node's live sessions now. */
+  listeners(): number;
   /** Destroys every session (pipelines aborted, cache files deleted, timers cleared). */
   close(): Promise<void>;
 }
@@ -117,26 +120,6 @@ export interface StreamService {
 const MP3 = 'audio/mpeg';
 /** Spec 3.1: only these statuses stream; any other is STREAM_NOT_READY. */
 const STREAMABLE = new Set(['processing', 'generated']);
-
-/** Resolves as `promise` does, or rejects with the abort reason when `signal` aborts first. */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted)
-    return Promise.reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
-}
 
 /** The registry key of a session: task, content (null = the whole task) and `i` (spec §2.2). */
 function sessionKey(taskId: string, contentIndex: number | null, i: string): string {
@@ -205,6 +188,10 @@ class DefaultStreamService implements StreamService {
 
   liveSessions(): number {
     return this.registryNow?.size ?? 0;
+  }
+
+  listeners(): number {
+    return this.registryNow?.listeners ?? 0;
   }
 
   async close(): Promise<void> {

@@ -148,6 +148,9 @@ export class TaskRunner {
     }
   }
 
+  /** Engine calls that failed on this node since it started, by engine (metrics). */
+  readonly engineErrors = new Map<string, number>();
+
   /** Number of tasks being generated on this node right now. */
   get active(): number {
     return this.deps.queue.active + (this.deps.shortLane?.queue.active ?? 0);
@@ -323,6 +326,8 @@ export class TaskRunner {
               : 'internal error during generation';
       // `engine` apart from `err`: the log's error serializer keeps only an allowlist of fields.
       const engine = err instanceof EngineCallError ? { engine: err.detail } : {};
+      if (err instanceof EngineCallError)
+        this.engineErrors.set(err.detail.engine, (this.engineErrors.get(err.detail.engine) ?? 0) + 1);
       log.error({ err, taskId: task.id, piece: current, ...engine }, 'generation failed');
       await store.markFailed(task.id, message, current, token).then(
         () => this.discardPieceAudio(task.id),

@@ -260,6 +260,11 @@ export class TaskService implements StreamTaskLookup {
   }
 
   /** The account's quotas and its current use of them. */
+  /** Pending tasks of the accounts with the most of them, at most `limit` accounts (metrics). */
+  async queueDepthByAccount(limit: number): Promise<{ accountId: string; pending: number }[]> {
+    return this.store.pendingByAccount(limit);
+  }
+
   async quotaReport(accountId: string, now = new Date()): Promise<AccountQuotaReport> {
     const usage = await this.store.accountUsage(accountId, utcDay(now));
     const { maxQueuedTasks, maxConcurrentTasks, dailyCharacters } = this.quotas;

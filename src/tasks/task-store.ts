@@ -212,6 +212,19 @@ export class TaskStore {
     return { task, pieces };
   }
 
+  /** Pending tasks of the `limit` accounts with the most of them (metrics: queue depth per account). */
+  async pendingByAccount(limit: number): Promise<{ accountId: string; pending: number }[]> {
+    const rows = await this.db
+      .selectFrom('tasks')
+      .select((eb) => ['account_id', eb.fn.countAll<number | string | bigint>().as('pending')])
+      .where('status', '=', 'pending')
+      .groupBy('account_id')
+      .orderBy('pending', 'desc')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({ accountId: r.account_id, pending: Number(r.pending) }));
+  }
+
   async pieces(taskId: string): Promise<TaskContentRow[]> {
     return this.db
       .selectFrom('task_contents')

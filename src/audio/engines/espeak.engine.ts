@@ -15,6 +15,7 @@ import {
   type SynthesisRequest,
   type VoiceBinding,
 } from './engine.js';
+import { untilAborted } from '../../common/call-deadline.js';
 import type { EspeakCatalogue, SynthesizeTask } from './espeak.worker.js';
 import { PriorityTaskQueue, withQueueOptions } from './priority-task-queue.js';
 import { splitSentences } from './sentences.js';
@@ -204,26 +205,6 @@ class PooledEspeakEngine implements EspeakEngine {
   async close(): Promise<void> {
     await this.pool.destroy();
   }
-}
-
-/** `work`, or a rejection with the abort reason as soon as `signal` aborts (work runs on, ignored). */
-function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-    const settle = (): void => signal.removeEventListener('abort', onAbort);
-    void work.then(
-      (value) => {
-        settle();
-        resolve(value);
-      },
-      (err: Error) => {
-        settle();
-        reject(err);
-      },
-    );
-  });
 }
 
 function describe(err: unknown): string {

@@ -1,16 +1,18 @@
 /**
- * GET /healthz: liveness plus a database round-trip; GET /metrics: counters for operators and tests.
- * Both are limited per client address (counted on this node: they describe this node), and /metrics
+ * GET /healthz: liveness (the process answers); GET /readyz: readiness (the database and, in
+ * scale-out, Redis and S3 answer: 200, or 503 naming what does not); GET /metrics: Prometheus
+ * metrics (src/http/metrics.prom.ts). All are limited per client address (counted on this node:
+ * they describe this node), and /metrics
  * is for operators only (issue 11 finding 6): with METRICS_TOKEN it takes `Authorization: Bearer
  * <METRICS_TOKEN>`; without, it answers only clients on the loopback address that did not come
  * through a proxy (docs/decisions.md).
  */
 import { BlockList, isIP } from 'node:net';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { sql, type Kysely } from 'kysely';
 import { secretsEqual } from '../../common/secret-compare.js';
 import { AppError, errors } from '../../errors/app-error.js';
-import type { Database } from '../../storage/schema.js';
+import { DEPENDENCY_RETRY_AFTER_SECONDS } from '../../errors/dependency-unavailable.js';
+import type { ServiceMetrics } from '../metrics.prom.js';
 import { bearerToken } from '../auth.js';
 import { addRouteOnRequestHook, clientAddressKey, registerRateLimit } from '../rate-limit.js';
 
@@ -19,10 +21,15 @@ export const HEALTH_RATE_LIMIT_MAX = 600;
 export const METRICS_RATE_LIMIT_MAX = 120;
 const WINDOW_MS = 60_000;
 
+/** How long /readyz waits for each dependency. */
+const READINESS_TIMEOUT_MS = 3_000;
+
 /** Options of the health and metrics routes. */
 export interface HealthRouteOptions {
   /** Bearer token /metrics requires; undefined = loopback clients only. */
   metricsToken: string | undefined;
+  /** The checks /readyz runs, by dependency name; each throws when its dependency is unreachable. */
+  readiness: Record<string, (signal: AbortSignal) => Promise<void>>;
 }
 
 /** Headers a reverse proxy adds: a request bearing them came from somewhere else. */
@@ -64,11 +71,7 @@ function metricsAccess(token: string | undefined) {
   };
 }
 
-export function healthRoutes(
-  db: Kysely<Database>,
-  counters: () => Record<string, number>,
-  options: HealthRouteOptions,
-) {
+export function healthRoutes(metrics: ServiceMetrics, options: HealthRouteOptions) {
   return async (app: FastifyInstance): Promise<void> => {
     await app.register(async (scope) => {
       await registerRateLimit(
@@ -76,13 +79,30 @@ export function healthRoutes(
         { name: 'healthz', max: HEALTH_RATE_LIMIT_MAX, windowMs: WINDOW_MS, keyGenerator: clientAddressKey },
         { kind: 'memory' },
       );
-      scope.get('/healthz', async () => {
-        try {
-          await sql`select 1`.execute(db);
-        } catch (cause) {
-          throw new AppError('STORAGE_UNAVAILABLE', 'database is not reachable', { cause });
+      // Alive: the process answers requests (a load balancer restarts it otherwise).
+      scope.get('/healthz', async () => ({ status: 200, message: 'OK', data: { healthy: true } }));
+      // Ready: every dependency answers; 503 names the ones that do not (take the node out of rotation).
+      scope.get('/readyz', async () => {
+        const names = Object.keys(options.readiness);
+        const results = await Promise.all(
+          names.map(async (name) => {
+            const check = options.readiness[name];
+            if (check === undefined) return [name, true] as const;
+            const ok = await check(AbortSignal.timeout(READINESS_TIMEOUT_MS)).then(
+              () => true,
+              () => false,
+            );
+            return [name, ok] as const;
+          }),
+        );
+        const checks = Object.fromEntries(results.map(([name, ok]) => [name, ok ? 'ok' : 'unreachable']));
+        const down = results.filter(([, ok]) => !ok).map(([name]) => name);
+        if (down.length > 0) {
+          throw new AppError('STORAGE_UNAVAILABLE', `not ready: ${down.join(', ')} unreachable`, {
+            headers: { 'Retry-After': String(DEPENDENCY_RETRY_AFTER_SECONDS) },
+          });
         }
-        return { status: 200, message: 'OK', data: { healthy: true } };
+        return { status: 200, message: 'OK', data: { ready: true, checks } };
       });
     });
 
@@ -94,13 +114,9 @@ export function healthRoutes(
       );
       // After the limit, so that token guesses are counted too.
       addRouteOnRequestHook(scope, metricsAccess(options.metricsToken));
-      // Prometheus text format, so standard scrapers read it.
       scope.get('/metrics', async (_request, reply) => {
-        const lines = Object.entries(counters()).map(([name, value]) => {
-          const metric = `voicegen_${name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`;
-          return `# TYPE ${metric} ${name.endsWith('Runs') ? 'counter' : 'gauge'}\n${metric} ${value}`;
-        });
-        return reply.type('text/plain; version=0.0.4').send(`${lines.join('\n')}\n`);
+        const { contentType, body } = await metrics.render();
+        return reply.type(contentType).send(body);
       });
     });
   };
