@@ -63,6 +63,18 @@ describe('encoder pool', () => {
     for (const r of results) assert.deepEqual(r, results[0]);
   });
 
+  it('encodes interactive streams on their own worker, to the same bytes, beside busy batch streams', async () => {
+    const pcm = signal(44100 * 2);
+    const batch = Array.from({ length: 4 }, () => pool.open());
+    const busy = Promise.all(batch.map((encoder) => encodeChunked(encoder, signal(44100 * 20), [11520])));
+    const interactive = pool.open({ interactive: true });
+    assert.equal(pool.openStreams, 5);
+    const quick = await encodeChunked(interactive, pcm, [4410]);
+    assert.deepEqual(quick, await encodeChunked(pool.open(), pcm, [pcm.length]), 'the same encoding');
+    await busy;
+    assert.equal(pool.openStreams, 0);
+  });
+
   it('allows one call in flight and nothing after finish or abort', async () => {
     const enc = pool.open();
     const first = enc.encode(signal(4410));

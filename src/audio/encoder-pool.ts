@@ -33,8 +33,12 @@ export interface EncoderPoolOptions {
 /** A pool of encoder workers; `open()` assigns a new stream to the least-loaded worker. */
 export interface EncoderPool {
   readonly size: number;
-  /** Opens a new MP3 stream. */
-  open(): Mp3Encoder;
+  /**
+   * Opens a new MP3 stream. `interactive`: a client is waiting on it (a one-shot, a short task):
+   * it gets the pool's interactive worker, which runs at normal priority and never queues behind
+   * the batch encoding of long tasks and live sessions.
+   */
+  open(options?: { interactive?: boolean }): Mp3Encoder;
   /** MP3 streams open now (not yet finished or aborted) on every worker: fault tests check none leaks. */
   readonly openStreams: number;
   /** Audio encoded since the pool started, and the workers' seconds spent on it (metrics: realtime factor). */
@@ -127,8 +131,14 @@ class Slot {
   readonly worker: Worker;
   readonly exited: Promise<void>;
 
-  constructor(url: URL, onExit: (slot: Slot) => void, encoded: EncoderPool['encoded']) {
-    this.worker = startModuleWorker(url);
+  constructor(
+    url: URL,
+    onExit: (slot: Slot) => void,
+    encoded: EncoderPool['encoded'],
+    /** The interactive worker (normal priority, only interactive streams), or a batch one. */
+    readonly interactive: boolean,
+  ) {
+    this.worker = startModuleWorker(url, { interactive });
     this.worker.on('message', (reply: EncoderReply) => {
       if (reply.ok) {
         encoded.audioSeconds += reply.samples / CANONICAL_RATE;
@@ -170,17 +180,21 @@ class WorkerEncoderPool implements EncoderPool {
   constructor(readonly size: number) {
     if (!Number.isInteger(size) || size < 1)
       throw new RangeError(`encoder pool size must be a positive integer, got ${size}`);
-    for (let i = 0; i < size; i++) this.slots.push(this.spawn());
+    for (let i = 0; i < size; i++) this.slots.push(this.spawn(false));
+    this.slots.push(this.spawn(true));
   }
 
   get openStreams(): number {
     return this.slots.reduce((sum, slot) => sum + slot.streams.size, 0);
   }
 
-  open(): Mp3Encoder {
+  open(options: { interactive?: boolean } = {}): Mp3Encoder {
     if (this.closed) throw new Error('encoder pool is closed');
-    let slot = this.slots[0];
-    for (const s of this.slots) if (slot === undefined || s.streams.size < slot.streams.size) slot = s;
+    const interactive = options.interactive === true;
+    let slot: Slot | undefined;
+    for (const s of this.slots) {
+      if (s.interactive === interactive && (slot === undefined || s.streams.size < slot.streams.size)) slot = s;
+    }
     if (slot === undefined) throw new Error('encoder pool has no workers');
     const stream = new Stream(this.nextId++, slot);
     slot.streams.set(stream.id, stream);
@@ -203,8 +217,8 @@ class WorkerEncoderPool implements EncoderPool {
     await this.terminateWorkers();
   }
 
-  private spawn(): Slot {
-    return new Slot(this.url, (slot) => this.onExit(slot), this.encoded);
+  private spawn(interactive: boolean): Slot {
+    return new Slot(this.url, (slot) => this.onExit(slot), this.encoded, interactive);
   }
 
   private onExit(slot: Slot): void {
@@ -216,6 +230,6 @@ class WorkerEncoderPool implements EncoderPool {
     const i = this.slots.indexOf(slot);
     if (i < 0) return;
     if (this.closed) this.slots.splice(i, 1);
-    else this.slots[i] = this.spawn();
+    else this.slots[i] = this.spawn(slot.interactive);
   }
 }

@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { parentPort } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import { createEncoder, type WasmMediaEncoder } from 'wasm-media-encoders';
 import type { EncoderReply, EncoderRequest } from './encoder-protocol.js';
 import { CANONICAL_RATE, pcmToFloat } from './pcm.js';
@@ -15,7 +15,8 @@ type Lame = WasmMediaEncoder<'audio/mpeg'>;
 
 const port = parentPort;
 if (port === null) throw new Error('encoder.worker must run in a worker thread');
-lowerThreadPriority();
+// Batch workers yield the CPU to the event loop; the pool's interactive worker keeps normal priority.
+if ((workerData as { interactive?: boolean } | null)?.interactive !== true) lowerThreadPriority();
 
 // The project's lib (ES2023, no DOM) has no WebAssembly typings; Node has the global.
 const { WebAssembly: wasm } = globalThis as unknown as {

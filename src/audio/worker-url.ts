@@ -27,10 +27,11 @@ export function workerExecArgv(url: URL): string[] | undefined {
 }
 
 /** Starts a plain worker thread running the module at `url`. */
-export function startModuleWorker(url: URL): Worker {
-  if (!isTypeScript(url)) return new Worker(url);
+export function startModuleWorker(url: URL, workerData?: unknown): Worker {
+  if (!isTypeScript(url)) return new Worker(url, { workerData });
   return new Worker(`require(${JSON.stringify(fileURLToPath(url))});`, {
     eval: true,
     execArgv: workerExecArgv(url),
+    workerData,
   });
 }

@@ -35,7 +35,7 @@ export type PieceStateLookup = (taskId: string, idx: number) => Promise<PieceSta
 /** Where a piece's MP3 comes from while it is written. */
 export type PieceMp3Source =
   /** Encoded here from the piece's PCM as it arrives (the canonical 320 kbps encoding). */
-  | { kind: 'encode'; encoders: EncoderPool; signal: AbortSignal }
+  | { kind: 'encode'; encoders: EncoderPool; signal: AbortSignal; interactive?: boolean }
   /** The engine's own MP3 (spec §8 instruct/design pieces), given through `appendMp3`. */
   | { kind: 'engine' }
   /** None kept: readers encode the PCM themselves (what pieces written before this had). */
@@ -156,7 +156,8 @@ export class PieceAudioStore implements PieceAudioSource {
     if (mp3 === null) throw new Error('an encoded piece keeps its MP3');
     const pcm = piece.pcm.createReadStream(0, null, signal);
     pcm.on('error', () => undefined); // iteration reports it
-    for await (const bytes of encodePiece(pcmChunks(pcm), source.encoders.open(), signal)) {
+    const encoder = source.encoders.open({ interactive: source.interactive === true });
+    for await (const bytes of encodePiece(pcmChunks(pcm), encoder, signal)) {
       await mp3.append(bytes);
     }
   }

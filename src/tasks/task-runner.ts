@@ -386,7 +386,9 @@ export class TaskRunner {
     const writer = await pieceAudio.startPiece(
       task.id,
       piece.idx,
-      forwardMp3 === undefined ? { kind: 'encode', encoders, signal } : { kind: 'engine' },
+      forwardMp3 === undefined
+        ? { kind: 'encode', encoders, signal, interactive: this.isShort(task.characters) }
+        : { kind: 'engine' },
     );
     let samples = 0;
     try {
