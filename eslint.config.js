@@ -37,7 +37,8 @@ export default tseslint.config(
     },
   },
   {
-    files: ['scripts/**/*.mjs'],
+    // Node scripts and the web console's browser modules: linted without type information.
+    files: ['scripts/**/*.mjs', 'web/**/*.js'],
     ...tseslint.configs.disableTypeChecked,
   },
 );

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests and benchmarks need: ffmpeg/ffprobe (decode checks of the
 # produced MP3s), lame (the native reference encoder of bench/), and the servers of the scale-out
-# tests: PostgreSQL, Redis and nginx (started by scripts/test-servers.sh, not here). Idempotent;
+# tests: PostgreSQL, Redis and nginx (started by scripts/test-servers.sh, not here), and Chromium for
+# the web console's end-to-end test (driven by playwright-core, never a downloaded browser). Idempotent;
 # skips what is present.
 set -euo pipefail
 need=()
@@ -10,6 +11,7 @@ command -v lame >/dev/null || need+=(lame)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v nginx >/dev/null || need+=(nginx)
+command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq

@@ -19,6 +19,7 @@ import { addRouteOnRequestHook, clientAddressKey, registerRateLimit } from './ht
 import { accountRoutes } from './http/routes/account.routes.js';
 import { presetRoutes } from './http/routes/presets.routes.js';
 import { audioRoutes } from './http/routes/audio.routes.js';
+import { consoleRoutes } from './http/routes/console.routes.js';
 import { healthRoutes } from './http/routes/health.routes.js';
 import { createServiceMetrics, type MetricsSources } from './http/metrics.prom.js';
 import { simpleGenerateRoutes } from './http/routes/simple-generate.routes.js';
@@ -211,6 +212,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       rateLimitWindowMs: config.rateLimit.windowMs,
       rateLimitStore: adapters.rateLimitStore,
     };
+    await http.register(consoleRoutes());
     await http.register(audioRoutes(tasks, blobs, streams, perAddress));
     // Stream endpoints: only the task's `auth` query token, never a bearer key (spec §5).
     await http.register(streamRoutes(streams, perAddress));

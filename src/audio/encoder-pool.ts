@@ -193,7 +193,8 @@ class WorkerEncoderPool implements EncoderPool {
     const interactive = options.interactive === true;
     let slot: Slot | undefined;
     for (const s of this.slots) {
-      if (s.interactive === interactive && (slot === undefined || s.streams.size < slot.streams.size)) slot = s;
+      if (s.interactive === interactive && (slot === undefined || s.streams.size < slot.streams.size))
+        slot = s;
     }
     if (slot === undefined) throw new Error('encoder pool has no workers');
     const stream = new Stream(this.nextId++, slot);

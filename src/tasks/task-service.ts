@@ -19,6 +19,7 @@ import {
   type PieceParams,
   type SplitterLookup,
 } from './generate-request.js';
+import { CANONICAL_RATE } from '../audio/pcm.js';
 import type { PieceAudioStore } from './piece-audio.js';
 import type { StreamTaskLookup, StreamTaskView } from './stream-view.js';
 import type { TaskEvents } from './task-events.js';
@@ -434,6 +435,9 @@ export class TaskService implements StreamTaskLookup {
             ...(JSON.parse(p.params) as PieceParams),
           };
           if (p.audio_key) content.audio = this.audioUrl(task.id, task.auth_token, p.idx);
+          // Our extension: the piece's length once generated (players draw their timeline from it).
+          const samples = Number(p.samples ?? 0);
+          if (p.status === 'generated' && samples > 0) content.duration = samples / CANONICAL_RATE;
           if (p.generated_at) content.generatedAt = p.generated_at.toISOString();
           return content;
         }),

@@ -1,0 +1,210 @@
+// Issue 13 item 3: the web console in real Chromium (Debian's, driven by playwright-core): sign in
+// with the first-run link, create a voice and a dialogue task through the UI, play the task's full
+// stream while it is still generating, seek back into what was produced, and see the element
+// reloaded with the finished file (its whole duration) once the live stream ends. The embedded
+// engine is paced to twice real time here, so the task is still processing while it plays.
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import type { SpeechEngine, SynthesisRequest, VoiceBinding } from '../src/audio/engines/engine.js';
+import { CANONICAL_RATE } from '../src/audio/pcm.js';
+import { startTestApp, type TestApp } from './helpers/test-app.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const OUTPUT = join(process.cwd(), 'test-output', 'console');
+/** Synthesis speed in the test: audio seconds per second (the real engine runs far faster). */
+const PACE = 2;
+
+/** The engine, slowed down to PACE × real time (a test-only decorator of the port). */
+function paced(engine: SpeechEngine): SpeechEngine {
+  return {
+    ...engine,
+    async *synthesize(req: SynthesisRequest, signal: AbortSignal) {
+      for await (const pcm of engine.synthesize(req, signal)) {
+        await sleep((pcm.length / CANONICAL_RATE / PACE) * 1000, undefined, { signal });
+        yield pcm;
+      }
+    },
+  };
+}
+
+/** A property of the page's <audio id="audio"> (evaluated in the page: no DOM types needed here). */
+async function audioProperty<T>(page: Page, name: string): Promise<T> {
+  return page.evaluate<T>(`document.getElementById('audio').${name}`);
+}
+
+/** Waits until a browser-side expression about the <audio> element (`el`) holds. */
+async function untilAudio(page: Page, condition: string, timeout: number): Promise<void> {
+  await page.waitForFunction(
+    `(() => { const el = document.getElementById('audio'); return ${condition}; })()`,
+    undefined,
+    {
+      timeout,
+    },
+  );
+}
+
+interface StreamExchange {
+  url: string;
+  range: string | undefined;
+  status: number;
+  contentRange: string | undefined;
+}
+
+const DIALOGUE = [
+  '<A>Good evening, and welcome to the late show about lighthouses and the people who keep them.',
+  '<B>Thank you. It is a pleasure to be here, and I have brought a few stories from the northern coast.',
+  '<A>Let us start with the oldest one. Who kept the light before the war?',
+  '<B>A family of three generations. The grandmother climbed the stairs every night until she was ninety.',
+  '<A>Remarkable. And the storms, were they as bad as the old songs say?',
+  '<B>Worse, some winters. But the lamp never went out, not once in eighty years.',
+].join(' ');
+
+describe(
+  'web console in Chromium',
+  { skip: existsSync(CHROMIUM) ? false : `${CHROMIUM} is not installed (scripts/setup-debian.sh)` },
+  () => {
+    let t: TestApp;
+    let browser: Browser;
+    let page: Page;
+    const exchanges: StreamExchange[] = [];
+    /** What the page reported (failed requests, script errors): shown when a step fails. */
+    const pageLog: string[] = [];
+
+    before(async () => {
+      await mkdir(OUTPUT, { recursive: true });
+      t = await startTestApp({
+        listen: true,
+        env: { RATE_LIMIT_MAX: '100000', STREAM_RATE_LIMIT_MAX: '100000' },
+      });
+      const registry = t.app.services.synthesis;
+      const engineFor = registry.engineFor.bind(registry);
+      registry.engineFor = (binding: VoiceBinding) => paced(engineFor(binding));
+      browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        args: [
+          '--headless',
+          '--no-sandbox',
+          '--disable-gpu',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
+          '--disable-quic',
+          '--autoplay-policy=no-user-gesture-required',
+          '--mute-audio',
+        ],
+      });
+      page = await browser.newPage({ viewport: { width: 1000, height: 1400 } });
+      page.on('console', (message) => pageLog.push(`console ${message.type()}: ${message.text()}`));
+      page.on('pageerror', (error) => pageLog.push(`page error: ${error.message}`));
+      page.on('response', (response) => {
+        if (response.status() >= 400) pageLog.push(`${response.status()} ${response.url()}`);
+        const url = response.url();
+        if (!url.includes('/stream.mp3')) return;
+        exchanges.push({
+          url,
+          range: response.request().headers().range,
+          status: response.status(),
+          contentRange: response.headers()['content-range'],
+        });
+      });
+    });
+
+    after(async () => {
+      await browser?.close();
+      await t?.close();
+    });
+
+    test('sign in, voices, a dialogue task played while it generates, seek, reload when finished', async () => {
+      // The first-run link: the key arrives in the fragment, is kept for the tab and leaves the URL.
+      await page.goto(`${t.baseUrl}/#key=${t.key}`);
+      await page.getByText(/Signed in as/).waitFor();
+      assert.equal(new URL(page.url()).hash, '', 'the key is removed from the address bar');
+      assert.equal(await page.evaluate<string | null>(`sessionStorage.getItem('voicegen.key')`), t.key);
+
+      // Two voices through the UI.
+      for (const [name, variant] of [
+        ['Host', 'm3'],
+        ['Guest', 'f3'],
+      ] as const) {
+        await page.getByLabel('Name', { exact: true }).fill(name);
+        await page.getByLabel('Variant').fill(variant);
+        await page.getByRole('button', { name: 'Create voice' }).click();
+        await page.locator('#voices li', { hasText: name }).waitFor();
+      }
+      await page.getByLabel('Dialogue with speaker markers').check();
+      await page.locator('#voice-a').selectOption({ label: 'Host' });
+      await page.locator('#voice-b').selectOption({ label: 'Guest' });
+      await page.getByLabel('Text', { exact: true }).fill(DIALOGUE);
+      await page.getByRole('button', { name: 'Preview the split' }).click();
+      await page.locator('#split-preview li').nth(5).waitFor();
+      assert.equal(await page.locator('#split-preview li').count(), 6, 'six utterances, one per marker');
+      await page.screenshot({ path: join(OUTPUT, '1-new-task.png'), fullPage: true });
+
+      // Generate: the player opens on the live stream while the task is processing.
+      await page.getByRole('button', { name: 'Generate' }).click();
+      await page.getByText(/: processing/).waitFor({ timeout: 60_000 });
+      await untilAudio(page, `el.src.includes('stream.mp3')`, 60_000);
+      await page.evaluate(`document.getElementById('audio').play()`);
+      await untilAudio(page, 'el.currentTime > 3', 60_000);
+      const tasks = await t.app.services.tasks.list(t.accountId, {});
+      const taskId = tasks.items[0]?.id ?? '';
+      assert.equal(
+        (await t.app.services.tasks.get(t.accountId, taskId)).status,
+        'processing',
+        'still generating',
+      );
+      await page.screenshot({ path: join(OUTPUT, '2-playing-live.png'), fullPage: true });
+
+      // Seek back to an already produced position: playback goes on from there.
+      const before = await audioProperty<number>(page, 'currentTime');
+      await page.evaluate(`document.getElementById('audio').currentTime = 1`);
+      await untilAudio(page, 'el.currentTime > 1.5 && !el.seeking', 30_000);
+      const afterSeek = await audioProperty<number>(page, 'currentTime');
+      assert.ok(afterSeek < before, `the seek went back (${before} → ${afterSeek})`);
+      await page.locator('.segment.playing').waitFor({ timeout: 30_000 });
+
+      // The end of the live stream: the element is reloaded with the finished MP3 (its full duration).
+      await page.waitForFunction(`document.body.dataset.reloaded === 'true'`, undefined, {
+        timeout: 180_000,
+      });
+      await untilAudio(page, 'Number.isFinite(el.duration)', 30_000);
+      const finished = await t.app.services.tasks.get(t.accountId, taskId);
+      assert.equal(finished.status, 'generated');
+      const pieces = finished.metadata.contents;
+      const expected = pieces.reduce(
+        (sum, c, n) => sum + Number(c.duration ?? 0) + (n < pieces.length - 1 ? Number(c.interval ?? 0) : 0),
+        0,
+      );
+      const duration = await audioProperty<number>(page, 'duration');
+      assert.ok(Math.abs(duration - expected) < 0.5, `finished duration ${duration} s ≈ ${expected} s`);
+      assert.ok((await audioProperty<string>(page, 'src')).includes('/audio.mp3'));
+      await page.locator('#download').waitFor();
+      await page.screenshot({ path: join(OUTPUT, '3-finished.png'), fullPage: true });
+
+      // What the browser asked of the live stream, and what it was answered (spec 4.1).
+      assert.ok(exchanges.length > 0, 'the browser read the live stream');
+      for (const exchange of exchanges) {
+        assert.ok([200, 206].includes(exchange.status), `${exchange.status} for Range ${exchange.range}`);
+        const start = /^bytes=(\d+)-/.exec(exchange.range ?? '')?.[1];
+        if (exchange.status === 206) {
+          assert.ok(start !== undefined, 'a 206 answers a Range request');
+          assert.match(exchange.contentRange ?? '', new RegExp(`^bytes ${start}-\\d+/(\\d+|\\*)$`));
+        } else {
+          assert.ok(
+            start === undefined || start === '0',
+            `a 200 answers a request from byte 0 (${exchange.range})`,
+          );
+        }
+      }
+      console.log(
+        `stream requests: ${JSON.stringify(exchanges.map(({ range, status, contentRange }) => ({ range, status, contentRange })))}`,
+      );
+    });
+  },
+);
