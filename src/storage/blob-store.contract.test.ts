@@ -163,12 +163,16 @@ const adapters: Adapter[] = [
     name: 'FsBlobStore',
     open: async () => {
       const root = await realpath(await mkdtemp(join(tmpdir(), 'voicegen-blobs-')));
+      const store = new FsBlobStore(root);
       return {
-        store: new FsBlobStore(root),
+        store,
         childSetup: `const { FsBlobStore } = await import(${JSON.stringify(fsModule)});
           const store = new FsBlobStore(${JSON.stringify(root)});`,
         openFiles: (key) => fdsOn(join(root, key)),
-        close: () => rm(root, { recursive: true, force: true }),
+        close: async () => {
+          await store.close();
+          await rm(root, { recursive: true, force: true });
+        },
       };
     },
   },

@@ -45,6 +45,7 @@ describe('FsBlobStore partial writes', () => {
     assert.equal((await store.stat('tasks/a/audio.mp3'))?.size, 3);
     assert.equal((await store.stat('voices/v/lora.bin'))?.size, 1);
     assert.equal(await new FsBlobStore(join(root, 'absent')).sweepPartialWrites(), 0);
+    await store.close();
   });
 
   it('an embedded start sweeps them (after kill -9 mid-write)', async () => {

@@ -238,6 +238,7 @@ void describe('TaskRunner under leases', () => {
   let runner: TaskRunner;
   let logged: { level: 'warn' | 'error'; msg: string }[];
 
+  let blobs: FsBlobStore;
   // One database and encoder pool for the describe (initdb is slow); a runner and engine per test.
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'voicegen-runner-'));
@@ -255,6 +256,7 @@ void describe('TaskRunner under leases', () => {
   beforeEach(async () => {
     engine = new GatedEngine();
     logged = [];
+    blobs = new FsBlobStore(join(dir, 'blobs'));
     const events = new MemoryTaskEvents();
     const deps: TaskRunnerDeps = {
       store,
@@ -264,7 +266,7 @@ void describe('TaskRunner under leases', () => {
         piece: 'waiting',
         taskUnfinished: true,
       })),
-      blobs: new FsBlobStore(join(dir, 'blobs')),
+      blobs,
       encoders,
       engineFor: () => engine,
       events,
@@ -282,6 +284,7 @@ void describe('TaskRunner under leases', () => {
   afterEach(async () => {
     engine.release();
     await runner.stop();
+    await blobs.close();
     await handle.db.deleteFrom('tasks').execute();
   });
 
