@@ -4,6 +4,7 @@
  * CLI opens the database itself (see operator-connection.ts for the order).
  * Exit codes: 0 done, 1 the operation failed, 2 no usable target (server unreachable, token unknown).
  */
+import { Presets, SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { AdminOperations } from '../admin/admin-service.js';
 import { ConfigError, loadConfig } from '../config/config.js';
@@ -12,6 +13,14 @@ import type { VoiceVersion } from '../storage/schema.js';
 import { VOICE_VERSIONS } from '../voices/voice-service.js';
 import { CliError } from './cli-error.js';
 import { connectOperator } from './operator-connection.js';
+import {
+  inProcessTarget,
+  readSplitter,
+  readText,
+  remoteTarget,
+  synthesize,
+  type SynthProgress,
+} from './synth.js';
 
 function oneOf<T extends string>(allowed: readonly T[]) {
   return (value: string): T => {
@@ -139,6 +148,98 @@ program
         });
         console.log(JSON.stringify(voice, null, 2));
       }),
+  );
+
+program
+  .command('synth <text>')
+  .description(
+    'speak a text (the text itself, @file, or - for standard input) into an MP3 file: in this process on the ' +
+      'embedded engine, or through a running server with --url and --key',
+  )
+  .requiredOption('-o, --out <file>', 'the MP3 file to write')
+  .option('--voice <voice>', 'voice id, or espeak:<voice>[+<variant>] (e.g. espeak:en-us+f3)', 'espeak:en-us')
+  .option(
+    '--splitter <splitter>',
+    'dialogue mode: a splitter config JSON file (its voiceId values may be espeak:… specs) or a saved splitter id',
+  )
+  .addOption(new Option('--key <key>', 'an API key of the server given with --url').env('VOICEGEN_KEY'))
+  .option('--timeout <seconds>', 'give up after this long', (v) => Number(v), 600)
+  .option('--json', 'print one JSON summary for scripts (no progress bar)', false)
+  .action(
+    async (
+      textSource: string,
+      opts: {
+        out: string;
+        voice: string;
+        splitter?: string;
+        key?: string;
+        timeout: number;
+        json: boolean;
+      },
+    ) => {
+      if (!Number.isFinite(opts.timeout) || opts.timeout <= 0)
+        throw new CliError('--timeout must be a positive number', 1);
+      // The server: the global --url (VOICEGEN_URL); in-process without it.
+      const server = program.opts<{ url?: string }>().url;
+      if (server !== undefined && opts.key === undefined)
+        throw new CliError('--url needs --key for synth', 2);
+      const text = await readText(textSource);
+      if (text.trim() === '') throw new CliError('the text is empty', 1);
+      const splitter = opts.splitter === undefined ? undefined : await readSplitter(opts.splitter);
+      if (splitter !== undefined && 'id' in splitter && server === undefined) {
+        throw new CliError('a saved splitter id needs --url (in-process, give a splitter JSON file)', 1);
+      }
+      const target = server !== undefined ? remoteTarget(server, opts.key ?? '') : await inProcessTarget();
+      const bar =
+        !opts.json && process.stderr.isTTY
+          ? new SingleBar(
+              {
+                format: 'pieces {bar} {value}/{total} | {audio} s of audio | {rtf}× real time',
+                hideCursor: true,
+              },
+              Presets.shades_classic,
+            )
+          : undefined;
+      let barStarted = false;
+      const onProgress = (p: SynthProgress) => {
+        if (bar === undefined) return;
+        const payload = {
+          audio: p.audioSeconds.toFixed(1),
+          rtf: p.wallSeconds > 0 ? (p.audioSeconds / p.wallSeconds).toFixed(1) : '0',
+        };
+        if (!barStarted) {
+          bar.start(Math.max(1, p.pieces), p.piecesDone, payload);
+          barStarted = true;
+        }
+        bar.setTotal(Math.max(1, p.pieces));
+        bar.update(p.piecesDone, payload);
+      };
+      try {
+        const summary = await synthesize(
+          target,
+          {
+            text,
+            voice: opts.voice,
+            out: opts.out,
+            timeoutSeconds: opts.timeout,
+            ...(splitter !== undefined && { splitter }),
+          },
+          onProgress,
+        );
+        bar?.stop();
+        if (opts.json) console.log(JSON.stringify(summary));
+        else {
+          console.log(
+            `${summary.file}: ${summary.pieces} piece(s), ${summary.audioSeconds.toFixed(2)} s of audio, ` +
+              `${(summary.bytes / 1024).toFixed(0)} KiB, in ${summary.wallSeconds.toFixed(2)} s ` +
+              `(${summary.realtimeFactor.toFixed(1)}× real time)`,
+          );
+        }
+      } finally {
+        bar?.stop();
+        await target.close();
+      }
+    },
   );
 
 program.parseAsync().catch((err: unknown) => {
