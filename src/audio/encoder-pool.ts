@@ -9,7 +9,7 @@ import type { Worker } from 'node:worker_threads';
 import { AppError } from '../errors/app-error.js';
 import type { EncoderReply, EncoderRequest } from './encoder-protocol.js';
 import { CANONICAL_RATE } from './pcm.js';
-import { siblingModuleUrl, startModuleWorker } from './worker-url.js';
+import { siblingModuleUrl, startModuleWorker } from '../common/worker-url.js';
 
 /** One MP3 output stream. Feed canonical PCM (44.1 kHz mono s16); flush once with `finish()`. */
 export interface Mp3Encoder {

@@ -7,7 +7,7 @@ import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { errors } from '../../errors/app-error.js';
-import { siblingModuleUrl, workerExecArgv } from '../worker-url.js';
+import { siblingModuleUrl, workerExecArgv } from '../../common/worker-url.js';
 import {
   EngineCallError,
   SPEECH_RATE_RANGE,
