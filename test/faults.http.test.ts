@@ -26,7 +26,7 @@ import type { TaskDetailView } from '../src/tasks/task-service.js';
 import { startFaultUpstream, toneMp3, type FaultUpstream } from './helpers/fault-upstream.js';
 import { ffmpegErrors, probeAudio } from './helpers/audio-check.js';
 import { readLive, send, type Reply } from './helpers/http-client.js';
-import { stableCounts, settledCounts } from './helpers/resource-counts.js';
+import { stableCounts, settledCounts, warmWorkers } from './helpers/resource-counts.js';
 import { startServerProcess, type ServerProcess } from './helpers/server-process.js';
 import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
 import { mountTmpfs, tmpfsUnavailable, type Tmpfs } from './helpers/tmpfs.js';
@@ -120,6 +120,7 @@ describe('fault: the remote engine throws or hangs mid-piece (one generation slo
       // Warm the encoder pool and the espeak workers so the baseline counts hold their descriptors.
       const warm = await calls.createTask([{ text: 'Warm up.', voiceId: remoteVoice }]);
       assert.equal((await calls.finished(warm)).status, 'generated');
+      await warmWorkers(t.app);
       const baseline = await stableCounts(t.app);
 
       // Piece 0 is whole; piece 1 sends half its MP3, then (throws) its connection is cut when the
@@ -476,6 +477,7 @@ describe('fault: clients disconnecting at random points leave nothing behind', (
   it('headers, live bodies, finished audio, waiting ranges, one-shot and uploads: counts equal before/after', async () => {
     // Samples further apart than the idle reclaim time: a warm-up session still in its idle window
     // is not taken for part of the baseline.
+    await warmWorkers(t.app);
     const baseline = await stableCounts(t.app, 700);
     const voiceForUpload = await calls.createVoice({ name: 'Upload target' });
     const tally: Record<string, number> = {};

@@ -180,8 +180,7 @@ class WorkerEncoderPool implements EncoderPool {
   constructor(readonly size: number) {
     if (!Number.isInteger(size) || size < 1)
       throw new RangeError(`encoder pool size must be a positive integer, got ${size}`);
-    for (let i = 0; i < size; i++) this.slots.push(this.spawn(false));
-    this.slots.push(this.spawn(true));
+    // Workers start with the first stream of their kind: an idle service holds none (issue 14, idle RSS).
   }
 
   get openStreams(): number {
@@ -191,6 +190,9 @@ class WorkerEncoderPool implements EncoderPool {
   open(options: { interactive?: boolean } = {}): Mp3Encoder {
     if (this.closed) throw new Error('encoder pool is closed');
     const interactive = options.interactive === true;
+    if (!this.slots.some((s) => s.interactive === interactive)) {
+      for (let i = 0; i < (interactive ? 1 : this.size); i++) this.slots.push(this.spawn(interactive));
+    }
     let slot: Slot | undefined;
     for (const s of this.slots) {
       if (s.interactive === interactive && (slot === undefined || s.streams.size < slot.streams.size))

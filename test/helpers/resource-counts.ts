@@ -33,6 +33,15 @@ export interface ResourceCounts {
   activeGenerations: number;
 }
 
+/**
+ * Starts the app's worker threads of every kind (they start with their first use and then stay),
+ * so a baseline taken afterwards holds their descriptors: what a fault leaves behind is then the
+ * only difference.
+ */
+export async function warmWorkers(app: App): Promise<void> {
+  for (const interactive of [false, true]) await app.services.encoders.open({ interactive }).finish();
+}
+
 /** Counts now. */
 export async function resourceCounts(app: App): Promise<ResourceCounts> {
   return {

@@ -40,11 +40,11 @@ function createPool(threads: number): Piscina {
   return new Piscina({
     filename: fileURLToPath(WORKER_URL),
     execArgv: workerExecArgv(WORKER_URL),
-    minThreads: 1,
+    // Threads start on demand and retire after a quiet minute: an idle service holds none.
+    minThreads: 0,
     maxThreads: threads,
     // A one-shot's sentences go before queued sentences of long tasks.
     taskQueue: new PriorityTaskQueue(),
-    // Keep instances warm between requests; extra threads retire after a quiet minute.
     idleTimeout: 60_000,
   });
 }
