@@ -60,7 +60,8 @@ const ONE_SHOT_INTERVAL_MS = 2000;
 const SAMPLE_INTERVAL_MS = 2000;
 const REQUEST_TIMEOUT_MS = 30_000;
 /** espeak en-us speaks about 14 characters per second. */
-const CHARS_PER_AUDIO_S = 14;
+/** At most the characters a second the embedded engine speaks at speechRate 1 (it says 15–19). */
+const CHARS_PER_AUDIO_S = 20;
 /**
  * Per-account limit: the polite accounts send API_RPS/4 requests/s each (750/min at 50 req/s) plus
  * a one-shot every 8 s; a third more covers fixed-window alignment and bursts. The hostile account
@@ -493,8 +494,10 @@ interface LiveGroup {
 }
 
 function liveTaskText(): string {
-  // Long enough that a reader joining at the start is still reading when the run ends.
-  const chars = (DURATION_S + 60) * CHARS_PER_AUDIO_S;
+  // Long enough that a reader joining as late as 3 minutes into the loaded phase is still reading
+  // when the run ends (at DURATION 600 the audio of DURATION + 60 s of estimate ran out at 480 s:
+  // the engine speaks more characters a second than the estimate, so it errs long here).
+  const chars = (DURATION_S + 180) * CHARS_PER_AUDIO_S;
   const perContent = SENTENCE.repeat(Math.ceil(1000 / SENTENCE.length)).slice(0, 1000);
   return perContent.repeat(Math.ceil(chars / perContent.length)).slice(0, chars);
 }
