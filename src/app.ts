@@ -19,6 +19,7 @@ import { addRouteOnRequestHook, clientAddressKey, registerRateLimit } from './ht
 import { accountRoutes } from './http/routes/account.routes.js';
 import { presetRoutes } from './http/routes/presets.routes.js';
 import { audioRoutes } from './http/routes/audio.routes.js';
+import { registerOpenApi, SERVICE_VERSION, useDocumentingSchemas } from './http/openapi.js';
 import { consoleRoutes } from './http/routes/console.routes.js';
 import { healthRoutes } from './http/routes/health.routes.js';
 import { createServiceMetrics, type MetricsSources } from './http/metrics.prom.js';
@@ -68,8 +69,20 @@ export interface App {
   config: AppConfig;
   /** The token /admin accepts (ADMIN_TOKEN, or generated for an embedded install); undefined = /admin off. */
   adminToken: string | undefined;
+  /** Every route registered, as `METHOD url` with whether the API reference hides it (tests check the reference is complete). */
+  routes: readonly RegisteredRoute[];
   /** Stops accepting requests, then releases workers and the database. */
   close(): Promise<void>;
+}
+
+/** A route of the app, as `onRoute` saw it. */
+export interface RegisteredRoute {
+  method: string;
+  url: string;
+  /** Left out of the OpenAPI document (the console's files, the reference page itself). */
+  hidden: boolean;
+  /** The HEAD Fastify adds to a GET route, answered by the GET's handler (not documented apart). */
+  automaticHead: boolean;
 }
 
 /** Per-account rate-limit key; the client address where no account is known. */
@@ -125,7 +138,25 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     await adapters.close();
   };
 
+  const routes: RegisteredRoute[] = [];
+  const getHandlers = new Map<string, unknown>();
+  http.addHook('onRoute', (route) => {
+    const methods = [route.method].flat();
+    if (methods.includes('GET')) getHandlers.set(route.url, route.handler);
+    for (const method of methods) {
+      routes.push({
+        method,
+        url: route.url,
+        hidden: route.schema?.hide === true,
+        automaticHead:
+          methods.length === 1 && method === 'HEAD' && getHandlers.get(route.url) === route.handler,
+      });
+    }
+  });
+
   try {
+    useDocumentingSchemas(http);
+    await registerOpenApi(http, { version: SERVICE_VERSION, publicUrl: config.publicUrl });
     const accounts = new AccountService(database.db, { authCacheMs: config.authCacheMs });
     if (config.bootstrapApiKey !== undefined) await accounts.bootstrap(config.bootstrapApiKey);
     const engines = createEngineCatalog({
@@ -272,6 +303,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       http,
       config,
       adminToken,
+      routes,
       services: {
         database,
         accounts,

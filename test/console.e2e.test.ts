@@ -206,5 +206,95 @@ describe(
         `stream requests: ${JSON.stringify(exchanges.map(({ range, status, contentRange }) => ({ range, status, contentRange })))}`,
       );
     });
+
+    test('splitter configurations: checked live by the API, saved, edited, and a task from a saved one', async () => {
+      const { items: voiceList } = await t.app.services.voices.list(t.accountId, {});
+      const host = voiceList.find((v) => v.name === 'Host')?.id ?? '';
+      const guest = voiceList.find((v) => v.name === 'Guest')?.id ?? '';
+      const config = page.getByLabel('Configuration (JSON)');
+      const check = page.locator('#splitter-check');
+
+      await page.getByRole('button', { name: 'New configuration' }).click();
+      await page.getByLabel('Configuration name').fill('Interview');
+      // Not JSON: said at once, without asking the API.
+      await config.fill('{"<A>": ');
+      await check.filter({ hasText: 'Not JSON' }).waitFor();
+      assert.equal(await config.getAttribute('aria-invalid'), 'true');
+      // JSON the API refuses: its own message and code, as it reports them.
+      await config.fill('{"<A>": {"voiceId": 5}}');
+      await page
+        .locator('#splitter-check.invalid', { hasText: /\((TTS_SPLITTER_INVALID|VALIDATION_\w+)\)/ })
+        .waitFor();
+      // A valid configuration: the sample splits as generation would, coloured by marker.
+      await config.fill(
+        JSON.stringify({
+          '<Q>': { voiceId: host },
+          '<R>': { voiceId: guest, speechRate: 1.2 },
+          fallbackConfig: { voiceId: host },
+        }),
+      );
+      await page.getByLabel('Sample text').fill('<Q>Where were you? <R>At the lighthouse. <Q>All night?');
+      await page.locator('#splitter-check.valid', { hasText: '3 utterance(s)' }).waitFor();
+      assert.equal(await config.getAttribute('aria-invalid'), 'false');
+      assert.deepEqual(
+        await page.evaluate<string[]>(
+          `[...document.querySelectorAll('#splitter-preview li')].map((li) => li.className)`,
+        ),
+        ['speaker-a', 'speaker-b', 'speaker-a'],
+      );
+      await page.getByRole('button', { name: 'Save configuration' }).click();
+      await page.locator('#splitters li', { hasText: 'Interview' }).waitFor();
+      const saved = (await t.app.services.splitters.list(t.accountId, {})).items.find(
+        (s) => s.name === 'Interview',
+      );
+      assert.deepEqual(saved?.config['<R>'], { voiceId: guest, speechRate: 1.2 });
+
+      // Edit: the saved configuration comes back into the editor; a change is saved in place.
+      await page.getByRole('button', { name: 'New configuration' }).click();
+      await page.getByRole('button', { name: 'Edit Interview' }).click();
+      assert.match(await config.inputValue(), /"<R>"/);
+      await config.fill(
+        JSON.stringify({ '<Q>': { voiceId: host }, '<R>': { voiceId: guest, speechRate: 0.9 } }),
+      );
+      await page.locator('#splitter-check.valid').waitFor();
+      await page.getByRole('button', { name: 'Save changes to Interview' }).click();
+      await check.filter({ hasText: 'Saved Interview' }).waitFor();
+      const edited = await t.app.services.splitters.get(t.accountId, saved?.id ?? '');
+      assert.deepEqual(edited.config['<R>'], { voiceId: guest, speechRate: 0.9 });
+      assert.equal((await t.app.services.splitters.list(t.accountId, {})).total, 1, 'edited, not copied');
+
+      // A dialogue task from the saved configuration.
+      await page.getByLabel('Dialogue with speaker markers').check();
+      await page.locator('#task-splitter').selectOption({ label: 'Saved: Interview' });
+      assert.equal(
+        await page.locator('#voice-a').isVisible(),
+        false,
+        'a saved splitter needs no inline voices',
+      );
+      await page
+        .getByLabel('Text', { exact: true })
+        .fill('<Q>Where were you last night? <R>At the lighthouse.');
+      await page.getByRole('button', { name: 'Preview the split' }).click();
+      await page.locator('#split-preview li').nth(1).waitFor();
+      await page.screenshot({ path: join(OUTPUT, '4-splitters.png'), fullPage: true });
+      const before = (await t.app.services.tasks.list(t.accountId, {})).total;
+      await page.getByRole('button', { name: 'Generate' }).click();
+      await page.waitForFunction(
+        `document.querySelectorAll('#tasks li').length === ${String(before + 1)}`,
+        undefined,
+        { timeout: 30_000 },
+      );
+      const newest = (await t.app.services.tasks.list(t.accountId, {})).items[0];
+      const task = await t.app.services.tasks.get(t.accountId, newest?.id ?? '');
+      assert.equal(task.type, 'splitter');
+      assert.equal(task.metadata.request?.splitterId, saved?.id);
+      assert.deepEqual(
+        task.metadata.contents.map((c) => [c.voiceId, c.speechRate]),
+        [
+          [host, 1],
+          [guest, 0.9],
+        ],
+      );
+    });
   },
 );

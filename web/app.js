@@ -67,7 +67,8 @@ async function signIn() {
     $('sign-in').hidden = true;
     $('workspace').hidden = false;
     $('sign-out').hidden = false;
-    await Promise.all([loadVoices(), loadTasks()]);
+    await Promise.all([loadVoices(), loadTasks(), loadSplitters()]);
+    if ($('splitter-config').value === '') editSplitter(null);
   } catch (err) {
     // A refused key is forgotten; any other failure leaves the tab signed in to try again.
     if (err.status === 401 || err.status === 403) {
@@ -225,23 +226,42 @@ function speakerOf(voiceId) {
   return voices.find((v) => v.id === voiceId)?.name ?? voiceId.slice(0, 8);
 }
 
+/** Speaker colour classes, by the order in which markers first appear. */
+const SPEAKER_CLASSES = ['a', 'b', 'c', 'd'];
+
+/** Renders the utterances of a preview into `list`, each coloured by its marker. */
+function showUtterances(list, utterances) {
+  const markers = [...new Set(utterances.map((u) => u.marker ?? ''))];
+  list.replaceChildren(
+    ...utterances.map((item) =>
+      element(
+        'li',
+        { class: `speaker-${SPEAKER_CLASSES[markers.indexOf(item.marker ?? '') % SPEAKER_CLASSES.length]}` },
+        element('strong', {}, `${item.marker ?? '(no marker)'} ${speakerOf(item.voiceId)}: `),
+        item.text,
+      ),
+    ),
+  );
+}
+
+/** The dialogue's splitter as the generate and preview bodies take it: saved (by id) or inline. */
+function dialogueSplitterField() {
+  const saved = $('task-splitter').value;
+  return saved === '' ? { splitter: dialogueSplitter() } : { splitterId: saved };
+}
+
+$('task-splitter').addEventListener('change', () => {
+  for (const row of document.querySelectorAll('.inline-voice')) row.hidden = $('task-splitter').value !== '';
+});
+
 $('preview-split').addEventListener('click', async () => {
   clearError();
   try {
     const answer = await api('POST', '/api/splitter/preview', {
       text: $('task-text').value,
-      splitter: dialogueSplitter(),
+      ...dialogueSplitterField(),
     });
-    $('split-preview').replaceChildren(
-      ...answer.data.utterances.map((item) =>
-        element(
-          'li',
-          { class: `speaker-${item.marker === '<B>' ? 'b' : 'a'}` },
-          element('strong', {}, `${item.marker ?? ''} ${speakerOf(item.voiceId)}: `),
-          item.text,
-        ),
-      ),
-    );
+    showUtterances($('split-preview'), answer.data.utterances);
   } catch (err) {
     showError(err);
   }
@@ -253,7 +273,7 @@ $('task-form').addEventListener('submit', async (event) => {
   const text = $('task-text').value;
   const body =
     mode() === 'dialogue'
-      ? { text, splitter: dialogueSplitter() }
+      ? { text, ...dialogueSplitterField() }
       : { contents: [{ type: 'text', text, voiceId: $('task-voice').value }] };
   try {
     const answer = await api('POST', '/api/tts/generate', body);
@@ -263,6 +283,156 @@ $('task-form').addEventListener('submit', async (event) => {
     showError(err);
   }
 });
+
+// ---------------------------------------------------------------- splitter configurations
+
+const RESERVED_KEYS = new Set(['splitterMarks', 'lookupTable', 'fallbackConfig']);
+/** The configuration being edited (its id), or null for a new one. */
+let editingSplitter = null;
+let splitterCheckTimer = null;
+/** Increases with every check, so an older answer arriving late never overwrites a newer one. */
+let splitterCheckSeq = 0;
+
+/** A starting configuration: <A> and <B> bound to the first two voices. */
+function splitterTemplate() {
+  const a = voices[0]?.id ?? 'VOICE_ID';
+  const b = voices[1]?.id ?? a;
+  return JSON.stringify(
+    { '<A>': { voiceId: a, speechRate: 1 }, '<B>': { voiceId: b, speechRate: 1 } },
+    null,
+    2,
+  );
+}
+
+function setSplitterCheck(text, valid) {
+  $('splitter-check').textContent = text;
+  $('splitter-check').className = valid ? 'valid' : 'invalid';
+  $('splitter-config').setAttribute('aria-invalid', valid ? 'false' : 'true');
+}
+
+/** Checks the configuration as the service would: JSON first, then the API's own preview. */
+async function checkSplitter() {
+  const seq = ++splitterCheckSeq;
+  let config;
+  try {
+    config = JSON.parse($('splitter-config').value);
+  } catch (err) {
+    setSplitterCheck(`Not JSON: ${err.message}`, false);
+    $('splitter-preview').replaceChildren();
+    return;
+  }
+  try {
+    const answer = await api('POST', '/api/splitter/preview', {
+      text: $('splitter-sample').value,
+      splitter: config,
+    });
+    if (seq !== splitterCheckSeq) return;
+    setSplitterCheck(`Valid: the sample splits into ${answer.data.utterances.length} utterance(s).`, true);
+    showUtterances($('splitter-preview'), answer.data.utterances);
+  } catch (err) {
+    if (seq !== splitterCheckSeq) return;
+    setSplitterCheck(err.message, false);
+    $('splitter-preview').replaceChildren();
+  }
+}
+
+function scheduleSplitterCheck() {
+  clearTimeout(splitterCheckTimer);
+  splitterCheckTimer = setTimeout(() => void checkSplitter(), 300);
+}
+$('splitter-config').addEventListener('input', scheduleSplitterCheck);
+$('splitter-sample').addEventListener('input', scheduleSplitterCheck);
+
+function editSplitter(splitter) {
+  editingSplitter = splitter?.id ?? null;
+  $('splitter-name').value = splitter?.name ?? '';
+  $('splitter-config').value = splitter ? JSON.stringify(splitter.config, null, 2) : splitterTemplate();
+  $('splitter-save').textContent = splitter ? `Save changes to ${splitter.name}` : 'Save configuration';
+  void checkSplitter();
+}
+
+$('splitter-new').addEventListener('click', () => {
+  clearError();
+  editSplitter(null);
+  $('splitter-name').focus();
+});
+
+$('splitter-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  clearError();
+  let config;
+  try {
+    config = JSON.parse($('splitter-config').value);
+  } catch (err) {
+    setSplitterCheck(`Not JSON: ${err.message}`, false);
+    return;
+  }
+  const body = { name: $('splitter-name').value.trim(), config };
+  try {
+    const answer = editingSplitter
+      ? await api('POST', `/api/splitter/${editingSplitter}`, body)
+      : await api('POST', '/api/splitter', body);
+    editingSplitter = answer.data.id;
+    $('splitter-save').textContent = `Save changes to ${answer.data.name}`;
+    setSplitterCheck(`Saved ${answer.data.name}.`, true);
+    await loadSplitters();
+  } catch (err) {
+    setSplitterCheck(err.message, false);
+  }
+});
+
+async function deleteSplitter(splitter) {
+  clearError();
+  try {
+    await api('DELETE', `/api/splitter/${splitter.id}`);
+    if (editingSplitter === splitter.id) editSplitter(null);
+    await loadSplitters();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+async function loadSplitters() {
+  const answer = await api('GET', '/api/splitter?limit=50');
+  const splitters = answer.data;
+  $('splitters').replaceChildren(
+    ...splitters.map((splitter) =>
+      element(
+        'li',
+        { 'data-splitter': splitter.id },
+        element('strong', {}, splitter.name),
+        ` ${Object.keys(splitter.config)
+          .filter((k) => !RESERVED_KEYS.has(k))
+          .join(' ')}`,
+        element(
+          'div',
+          { class: 'actions' },
+          element(
+            'button',
+            { type: 'button', 'aria-label': `Edit ${splitter.name}`, onclick: () => editSplitter(splitter) },
+            'Edit',
+          ),
+          element(
+            'button',
+            {
+              type: 'button',
+              'aria-label': `Delete ${splitter.name}`,
+              onclick: () => void deleteSplitter(splitter),
+            },
+            'Delete',
+          ),
+        ),
+      ),
+    ),
+  );
+  const select = $('task-splitter');
+  const chosen = select.value;
+  select.replaceChildren(
+    select.options[0],
+    ...splitters.map((splitter) => element('option', { value: splitter.id }, `Saved: ${splitter.name}`)),
+  );
+  if (splitters.some((splitter) => splitter.id === chosen)) select.value = chosen;
+}
 
 // ---------------------------------------------------------------- tasks
 

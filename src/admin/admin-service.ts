@@ -8,6 +8,7 @@ import type { Account, AccountService, ApiKeyInfo } from '../accounts/account-se
 import { errors } from '../errors/app-error.js';
 import { parseInput, storableString } from '../errors/validation.js';
 import type { VoiceStatus, VoiceVersion } from '../storage/schema.js';
+import { voiceBindingSchema } from '../voices/voice-binding.js';
 import { languageSchema, type Voice, type VoiceService } from '../voices/voice-service.js';
 
 /** An account as operators see it. */
@@ -46,6 +47,8 @@ export const voiceImportRequestSchema = z.object({
   description: storableString().max(1000).optional(),
   /** An espeak-ng voice; the language's default voice when absent. */
   espeakVoice: storableString().min(1).max(32).optional(),
+  /** The whole engine binding (as `voices export` writes it); takes precedence over espeakVoice. */
+  engine: voiceBindingSchema.optional(),
   /** The voice has professional-cloning (LoRA) artifacts. */
   lora: z.boolean().optional(),
   status: z.enum(['ready', 'creating'] as const satisfies readonly VoiceStatus[]).optional(),
@@ -64,6 +67,21 @@ export interface AdminOperations {
   /** Revokes an active key by its id; it stops authenticating at once. */
   revokeKey(keyId: string): Promise<void>;
   importVoice(account: string, request: VoiceImportRequest): Promise<Voice>;
+  /** The account's voices as import requests (in the list's order): what `voices import --from` takes back. */
+  exportVoices(account: string): Promise<VoiceImportRequest[]>;
+}
+
+/** A voice as the import request that recreates it (another install, another account). */
+export function voiceExport(voice: Voice): VoiceImportRequest {
+  return {
+    name: voice.name,
+    version: voice.version,
+    language: voice.language,
+    ...(voice.metadata.description !== '' && { description: voice.metadata.description }),
+    engine: voice.engine,
+    lora: voice.metadata.withLora,
+    status: voice.status === 'creating' ? 'creating' : 'ready',
+  };
 }
 
 function accountRecord(account: Account): AccountRecord {
@@ -122,9 +140,26 @@ export class AdminService implements AdminOperations {
       version: input.version as VoiceVersion,
       language: input.language,
       description: input.description,
-      engine: input.espeakVoice === undefined ? undefined : { engine: 'espeak', voice: input.espeakVoice },
+      engine:
+        input.engine ??
+        (input.espeakVoice === undefined ? undefined : { engine: 'espeak', voice: input.espeakVoice }),
       withLora: input.lora ?? false,
       status: input.status ?? 'ready',
     });
   }
+
+  async exportVoices(account: string): Promise<VoiceImportRequest[]> {
+    const { id } = await this.accounts.resolveAccount(account);
+    const voices = await this.voices();
+    const all: Voice[] = [];
+    for (let offset = 0; ; offset += EXPORT_PAGE) {
+      const { items, total } = await voices.list(id, { limit: EXPORT_PAGE, offset });
+      all.push(...items);
+      if (items.length === 0 || offset + items.length >= total) break;
+    }
+    return all.map(voiceExport);
+  }
 }
+
+/** Voices read per page by an export (the list's largest page). */
+const EXPORT_PAGE = 50;

@@ -53,6 +53,13 @@ export class AdminHttpClient implements AdminOperations {
     return this.call<Voice>('POST', `/admin/accounts/${encodeURIComponent(account)}/voices/import`, request);
   }
 
+  async exportVoices(account: string): Promise<VoiceImportRequest[]> {
+    return this.call<VoiceImportRequest[]>(
+      'GET',
+      `/admin/accounts/${encodeURIComponent(account)}/voices/export`,
+    );
+  }
+
   private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
     const url = `${this.baseUrl}${path}`;
     let response: Response;

@@ -6,11 +6,13 @@
  */
 import { Presets, SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import type { AdminOperations } from '../admin/admin-service.js';
+import { writeFile } from 'node:fs/promises';
+import type { AdminOperations, VoiceImportRequest } from '../admin/admin-service.js';
 import { ConfigError, loadConfig } from '../config/config.js';
 import { isAppError } from '../errors/app-error.js';
 import type { VoiceVersion } from '../storage/schema.js';
-import { VOICE_VERSIONS } from '../voices/voice-service.js';
+import { readServerFile } from '../http/server-file.js';
+import { VOICE_VERSIONS, type Voice } from '../voices/voice-service.js';
 import { CliError } from './cli-error.js';
 import { connectOperator } from './operator-connection.js';
 import {
@@ -20,7 +22,10 @@ import {
   remoteTarget,
   synthesize,
   type SynthProgress,
+  type SynthTarget,
 } from './synth.js';
+import { formatTaskTable, listTasks, watchTask } from './tasks.js';
+import { readVoiceExport } from './voice-export-file.js';
 
 function oneOf<T extends string>(allowed: readonly T[]) {
   return (value: string): T => {
@@ -59,22 +64,30 @@ async function withOperations(fn: (operations: AdminOperations) => Promise<void>
   }
 }
 
+/** Prints `value` as JSON for scripts (`--json`), else `text` for people. */
+function print(json: boolean, value: unknown, text: () => string): void {
+  console.log(json ? JSON.stringify(value, null, 2) : text());
+}
+
 const accounts = program.command('accounts').description('manage accounts');
 accounts
   .command('create <name>')
   .description('create an account')
-  .action(async (name: string) =>
+  .option('--json', 'print the account as JSON', false)
+  .action(async (name: string, opts: { json: boolean }) =>
     withOperations(async (ops) => {
       const account = await ops.createAccount({ name });
-      console.log(`account ${account.name} created (id ${account.id})`);
+      print(opts.json, account, () => `account ${account.name} created (id ${account.id})`);
     }),
   );
 accounts
   .command('list')
   .description('list accounts')
-  .action(async () =>
+  .option('--json', 'print the accounts as a JSON array', false)
+  .action(async (opts: { json: boolean }) =>
     withOperations(async (ops) => {
-      for (const a of await ops.listAccounts()) console.log(`${a.id}\t${a.name}\t${a.createdAt}`);
+      const list = await ops.listAccounts();
+      print(opts.json, list, () => list.map((a) => `${a.id}\t${a.name}\t${a.createdAt}`).join('\n'));
     }),
   );
 
@@ -82,73 +95,191 @@ const keys = program.command('keys').description('manage API keys');
 keys
   .command('create <account>')
   .description('issue a key for an account (id or name); the key is printed once')
-  .action(async (account: string) =>
+  .option('--json', 'print the key record (with the key) as JSON', false)
+  .action(async (account: string, opts: { json: boolean }) =>
     withOperations(async (ops) => {
       const issued = await ops.createKey(account);
-      console.log(issued.key);
+      print(opts.json, issued, () => issued.key);
       console.error(`key ${issued.id} created; it is shown only now — store it safely`);
     }),
   );
 keys
   .command('list <account>')
   .description('list the keys of an account (prefixes only)')
-  .action(async (account: string) =>
+  .option('--json', 'print the keys as a JSON array', false)
+  .action(async (account: string, opts: { json: boolean }) =>
     withOperations(async (ops) => {
-      for (const k of await ops.listKeys(account)) {
-        console.log(
-          `${k.id}\t${k.prefix}…\t${k.createdAt}\t${k.revokedAt !== null ? `revoked ${k.revokedAt}` : 'active'}`,
-        );
-      }
+      const list = await ops.listKeys(account);
+      print(opts.json, list, () =>
+        list
+          .map(
+            (k) =>
+              `${k.id}\t${k.prefix}…\t${k.createdAt}\t${k.revokedAt !== null ? `revoked ${k.revokedAt}` : 'active'}`,
+          )
+          .join('\n'),
+      );
     }),
   );
 keys
   .command('revoke <keyId>')
   .description('revoke a key by its id')
-  .action(async (keyId: string) =>
+  .option('--json', 'print {id, revoked} as JSON', false)
+  .action(async (keyId: string, opts: { json: boolean }) =>
     withOperations(async (ops) => {
       await ops.revokeKey(keyId);
-      console.log(`key ${keyId} revoked`);
+      print(opts.json, { id: keyId, revoked: true }, () => `key ${keyId} revoked`);
     }),
   );
 
-program
-  .command('voices')
-  .description('manage voices')
+const voices = program.command('voices').description('manage voices');
+voices
   .command('import <account>')
-  .description('import a voice of any version (v1.0–v4.0), e.g. from an earlier installation')
-  .requiredOption('--name <name>', 'voice name')
-  .requiredOption('--version <version>', 'v1.0, v2.0, v3.0 or v4.0', oneOf<VoiceVersion>(VOICE_VERSIONS))
+  .description(
+    'import a voice of any version (v1.0–v4.0) from the options, or every voice of a file written by `voices export`',
+  )
+  .option('--from <file>', 'a JSON file from `voices export` (or - for standard input)')
+  .option('--name <name>', 'voice name')
+  .option('--version <version>', 'v1.0, v2.0, v3.0 or v4.0', oneOf<VoiceVersion>(VOICE_VERSIONS))
   .option('--language <tag>', 'language tag', 'en')
   .option('--description <text>', 'description')
   .option('--espeak-voice <name>', 'espeak-ng voice (default: the language default)')
   .option('--lora', 'the voice has professional-cloning (LoRA) artifacts', false)
   .option('--status <status>', 'ready or creating', oneOf(['ready', 'creating'] as const), 'ready')
+  .option('--json', 'print the imported voices as a JSON array (one voice: the object)', false)
   .action(
     async (
       account: string,
       opts: {
-        name: string;
-        version: VoiceVersion;
+        from?: string;
+        name?: string;
+        version?: VoiceVersion;
         language: string;
         description?: string;
         espeakVoice?: string;
         lora: boolean;
         status: 'ready' | 'creating';
+        json: boolean;
       },
-    ) =>
-      withOperations(async (ops) => {
-        const voice = await ops.importVoice(account, {
-          name: opts.name,
-          version: opts.version,
-          language: opts.language,
-          description: opts.description,
-          espeakVoice: opts.espeakVoice,
-          lora: opts.lora,
-          status: opts.status,
-        });
-        console.log(JSON.stringify(voice, null, 2));
-      }),
+    ) => {
+      let requests: VoiceImportRequest[];
+      if (opts.from !== undefined) {
+        requests = await readVoiceExport(opts.from);
+      } else {
+        if (opts.name === undefined || opts.version === undefined)
+          throw new CliError('give --name and --version, or --from <file>', 1);
+        requests = [
+          {
+            name: opts.name,
+            version: opts.version,
+            language: opts.language,
+            description: opts.description,
+            espeakVoice: opts.espeakVoice,
+            lora: opts.lora,
+            status: opts.status,
+          },
+        ];
+      }
+      await withOperations(async (ops) => {
+        const imported: Voice[] = [];
+        for (const request of requests) imported.push(await ops.importVoice(account, request));
+        if (opts.from === undefined) console.log(JSON.stringify(imported[0], null, 2));
+        else
+          print(opts.json, imported, () =>
+            [
+              ...imported.map((v) => `${v.id}\t${v.version}\t${v.name}`),
+              `${imported.length} voice(s) imported`,
+            ].join('\n'),
+          );
+      });
+    },
   );
+voices
+  .command('export <account>')
+  .description(
+    "write an account's voices as JSON that `voices import --from` takes (another install, another account)",
+  )
+  .option('-o, --out <file>', 'the file to write (default: standard output)')
+  .action(async (account: string, opts: { out?: string }) =>
+    withOperations(async (ops) => {
+      const list = await ops.exportVoices(account);
+      const json = `${JSON.stringify(list, null, 2)}\n`;
+      if (opts.out === undefined) process.stdout.write(json);
+      else {
+        await writeFile(opts.out, json);
+        console.error(`${list.length} voice(s) written to ${opts.out}`);
+      }
+    }),
+  );
+
+/** The server for tenant commands: --url, else the one running on DATA_DIR; and the key. */
+async function tenantTarget(key: string | undefined): Promise<SynthTarget> {
+  if (key === undefined) throw new CliError('give an API key with --key or VOICEGEN_KEY', 2);
+  const url = program.opts<{ url?: string }>().url ?? (await readServerFile(loadConfig().dataDir))?.url;
+  if (url === undefined)
+    throw new CliError('no server is running on DATA_DIR: give its address with --url', 2);
+  return remoteTarget(url, key);
+}
+
+const keyOption = () => new Option('--key <key>', 'an API key of the account').env('VOICEGEN_KEY');
+const tasks = program
+  .command('tasks')
+  .description("an account's generation tasks (through a running server)");
+tasks
+  .command('list')
+  .description('list tasks, newest first')
+  .addOption(keyOption())
+  .option(
+    '--status <status>',
+    'only tasks in this state',
+    oneOf(['pending', 'processing', 'generated', 'failed'] as const),
+  )
+  .option('--limit <n>', 'tasks per page (1–50)', (v) => Number(v), 20)
+  .option('--offset <n>', 'tasks to skip', (v) => Number(v), 0)
+  .option('--json', 'print {items, total} as JSON', false)
+  .action(async (opts: { key?: string; status?: string; limit: number; offset: number; json: boolean }) => {
+    const target = await tenantTarget(opts.key);
+    const page = await listTasks(target.call, opts);
+    print(opts.json, page, () => formatTaskTable(page));
+  });
+tasks
+  .command('watch <id>')
+  .description('follow a task until it is generated or failed (exit 1 when it fails)')
+  .addOption(keyOption())
+  .option('--timeout <seconds>', 'give up after this long', (v) => Number(v), 3600)
+  .option('--json', 'print one JSON line per change of progress (no progress bar)', false)
+  .action(async (id: string, opts: { key?: string; timeout: number; json: boolean }) => {
+    if (!Number.isFinite(opts.timeout) || opts.timeout <= 0)
+      throw new CliError('--timeout must be a positive number', 1);
+    const target = await tenantTarget(opts.key);
+    const bar =
+      !opts.json && process.stderr.isTTY
+        ? new SingleBar(
+            { format: '{status} {bar} {value}/{total} pieces | {audio} s of audio', hideCursor: true },
+            Presets.shades_classic,
+          )
+        : undefined;
+    let started = false;
+    try {
+      const last = await watchTask(target.call, id, { timeoutSeconds: opts.timeout }, (p) => {
+        if (opts.json) console.log(JSON.stringify(p));
+        else if (bar === undefined)
+          console.error(
+            `${p.status}: ${p.piecesDone}/${p.pieces} pieces, ${p.audioSeconds.toFixed(1)} s of audio`,
+          );
+        else {
+          const payload = { status: p.status.padEnd(10), audio: p.audioSeconds.toFixed(1) };
+          if (!started) bar.start(Math.max(1, p.pieces), p.piecesDone, payload);
+          started = true;
+          bar.setTotal(Math.max(1, p.pieces));
+          bar.update(p.piecesDone, payload);
+        }
+      });
+      bar?.stop();
+      if (!opts.json) console.log(`task ${last.id} generated: ${last.audio ?? ''}`);
+    } finally {
+      bar?.stop();
+    }
+  });
 
 program
   .command('synth <text>')

@@ -62,7 +62,8 @@ function espeakVoice(spec: string): { name: string; engine: Record<string, strin
   return { name: spec, engine: { engine: 'espeak', voice, ...(variant !== undefined && { variant }) } };
 }
 
-function parse<T>(answer: ApiAnswer, what: string): T {
+/** The `data` of a successful API answer; an error answer becomes a CliError with the server's message. */
+export function parseData<T>(answer: ApiAnswer, what: string): T {
   let body: { data?: T; message?: string; code?: string };
   try {
     body = JSON.parse(answer.body.toString('utf8')) as typeof body;
@@ -81,7 +82,7 @@ function parse<T>(answer: ApiAnswer, what: string): T {
 /** Voice ids for the `espeak:` specs (created once per run, or found by name), others as they are. */
 async function resolveVoices(call: ApiCall, specs: string[]): Promise<Map<string, string>> {
   const resolved = new Map<string, string>();
-  const existing = parse<{ id: string; name: string }[]>(
+  const existing = parseData<{ id: string; name: string }[]>(
     await call('GET', '/api/voice?limit=50'),
     'listing voices',
   );
@@ -94,7 +95,7 @@ async function resolveVoices(call: ApiCall, specs: string[]): Promise<Map<string
     const found = existing.find((v) => v.name === spec);
     const id =
       found?.id ??
-      parse<{ id: string }>(await call('POST', '/api/voice', create), `creating voice ${spec}`).id;
+      parseData<{ id: string }>(await call('POST', '/api/voice', create), `creating voice ${spec}`).id;
     resolved.set(spec, id);
   }
   return resolved;
@@ -147,10 +148,13 @@ export async function synthesize(
     const ids = await resolveVoices(call, voiceSpecsOf(request.splitter.config));
     body = { text: request.text, splitter: withVoiceIds(request.splitter.config, ids) };
   }
-  const task = parse<{ id: string }>(await call('POST', '/api/tts/generate', body), 'creating the task');
+  const task = parseData<{ id: string }>(await call('POST', '/api/tts/generate', body), 'creating the task');
   const deadline = Date.now() + request.timeoutSeconds * 1000;
   for (;;) {
-    const detail = parse<TaskDetail>(await call('GET', `/api/tts/generate/${task.id}`), 'reading the task');
+    const detail = parseData<TaskDetail>(
+      await call('GET', `/api/tts/generate/${task.id}`),
+      'reading the task',
+    );
     const contents = detail.metadata.contents;
     const progress: SynthProgress = {
       piecesDone: contents.filter((c) => c.duration !== undefined).length,

@@ -30,7 +30,7 @@ import {
  * (`auto` is resolved from the text when the item is parsed); `seed` -1 or null draws a seed.
  */
 const f = generationFieldSchemas;
-const contentItemSchema = z.object({
+export const contentItemSchema = z.object({
   type: z.string().optional(),
   text: storableString(),
   voiceId: storableString().min(1).max(200),

@@ -127,7 +127,7 @@ export interface TaskDetailView extends TaskView {
   estimatedDuration: number;
 }
 
-const listQuerySchema = pageSchema.extend({
+export const taskListQuerySchema = pageSchema.extend({
   status: z.enum(['pending', 'processing', 'generated', 'failed']).optional(),
   stream: z.enum(['true', 'false']).optional(),
 });
@@ -308,7 +308,7 @@ export class TaskService implements StreamTaskLookup {
     accountId: string,
     query: Record<string, unknown>,
   ): Promise<{ items: TaskSummaryView[]; total: number }> {
-    const q = parseInput(listQuerySchema, query);
+    const q = parseInput(taskListQuerySchema, query);
     const { rows, total } = await this.store.list(accountId, q.limit, q.offset, q.status);
     // One voice query for the whole page.
     const voices = new Map(

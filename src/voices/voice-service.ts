@@ -43,7 +43,7 @@ export const languageSchema = z
   .string()
   .regex(/^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$/, 'must be a language tag such as en or en-GB');
 
-const createVoiceSchema = z.object({
+export const createVoiceSchema = z.object({
   // Stored strings refuse NUL and other control characters (issue 11 finding 8).
   name: storableString().trim().min(1).max(100),
   engine: voiceBindingSchema.optional(),

@@ -8,6 +8,7 @@ import { accountInfo } from '../../accounts/account-info.js';
 import type { AccountQuotaReport } from '../../tasks/task-service.js';
 import { accountOf } from '../auth.js';
 import { ok } from '../envelope.js';
+import { accountSchema } from '../api-schemas.js';
 
 /** The account info routes; `quotaReport` gives an account's quotas and usage. */
 export function accountRoutes(
@@ -15,7 +16,7 @@ export function accountRoutes(
   nodeConcurrency: number,
 ) {
   return async (app: FastifyInstance): Promise<void> => {
-    app.get('/api/account/info', async (request) => {
+    app.get('/api/account/info', { schema: accountSchema }, async (request) => {
       const account = accountOf(request);
       const user = accountInfo(account, await quotaReport(account.id), nodeConcurrency);
       return { ...ok(user), user };

@@ -15,6 +15,7 @@ import {
   registerRateLimit,
   type RateLimitStore,
 } from '../rate-limit.js';
+import { adminSchemas } from '../api-schemas.js';
 
 /** Rate-limit settings of the admin routes (requests per client address and window). */
 export interface AdminRouteOptions {
@@ -47,25 +48,39 @@ export function adminRoutes(admin: AdminService, adminToken: string | undefined,
     );
     addRouteOnRequestHook(app, adminAuth(adminToken));
 
-    app.post('/admin/accounts', async (request) => ok(await admin.createAccount(request.body)));
-
-    app.get('/admin/accounts', async () => ok(await admin.listAccounts()));
-
-    app.post<{ Params: AccountParams }>('/admin/accounts/:account/keys', async (request) =>
-      ok(await admin.createKey(request.params.account)),
+    app.post('/admin/accounts', { schema: adminSchemas.createAccount }, async (request) =>
+      ok(await admin.createAccount(request.body)),
     );
 
-    app.get<{ Params: AccountParams }>('/admin/accounts/:account/keys', async (request) =>
-      ok(await admin.listKeys(request.params.account)),
+    app.get('/admin/accounts', { schema: adminSchemas.listAccounts }, async () =>
+      ok(await admin.listAccounts()),
     );
 
-    app.post<{ Params: KeyParams }>('/admin/keys/:keyId/revoke', async (request) => {
-      await admin.revokeKey(request.params.keyId);
-      return okNoData();
-    });
+    app.post<{ Params: AccountParams }>(
+      '/admin/accounts/:account/keys',
+      { schema: adminSchemas.createKey },
+      async (request) => ok(await admin.createKey(request.params.account)),
+    );
 
-    app.post<{ Params: AccountParams }>('/admin/accounts/:account/voices/import', async (request) =>
-      ok(await admin.importVoice(request.params.account, request.body)),
+    app.get<{ Params: AccountParams }>(
+      '/admin/accounts/:account/keys',
+      { schema: adminSchemas.listKeys },
+      async (request) => ok(await admin.listKeys(request.params.account)),
+    );
+
+    app.post<{ Params: KeyParams }>(
+      '/admin/keys/:keyId/revoke',
+      { schema: adminSchemas.revokeKey },
+      async (request) => {
+        await admin.revokeKey(request.params.keyId);
+        return okNoData();
+      },
+    );
+
+    app.post<{ Params: AccountParams }>(
+      '/admin/accounts/:account/voices/import',
+      { schema: adminSchemas.importVoice },
+      async (request) => ok(await admin.importVoice(request.params.account, request.body)),
     );
   };
 }

@@ -18,6 +18,7 @@ import { clientAddressKey, registerRateLimit, type RateLimitStore } from '../rat
 import { plannedRequestHeaders, sendStreamResponse } from '../reply-plan.js';
 import { responseClosed } from '../response-signals.js';
 import { sendBlob } from '../send-blob.js';
+import { audioSchemas } from '../api-schemas.js';
 
 /** Rate-limit settings of the finished-audio routes (requests per client address and window). */
 export interface AudioRouteOptions {
@@ -52,6 +53,7 @@ export function audioRoutes(
     app.route<{ Params: { id: string }; Querystring: AudioQuery }>({
       method: ['GET', 'HEAD'],
       url: '/api/tts/generate/:id/audio.mp3',
+      schema: audioSchemas.taskAudio,
       exposeHeadRoute: false,
       handler: async (request, reply) => {
         const disposition = contentDispositionFromQuery(request.query['response-content-disposition']);
@@ -62,6 +64,7 @@ export function audioRoutes(
     app.route<{ Params: { id: string }; Querystring: AudioQuery }>({
       method: ['GET', 'HEAD'],
       url: '/api/tts/generate/:id/live.mp3',
+      schema: audioSchemas.liveAudio,
       exposeHeadRoute: false,
       handler: async (request, reply) => {
         const signal = responseClosed(reply);
@@ -85,6 +88,7 @@ export function audioRoutes(
     app.route<{ Params: { id: string; contentIndex: string }; Querystring: AudioQuery }>({
       method: ['GET', 'HEAD'],
       url: '/api/tts/generate/:id/:contentIndex/audio.mp3',
+      schema: audioSchemas.contentAudio,
       exposeHeadRoute: false,
       handler: async (request, reply) => {
         const disposition = contentDispositionFromQuery(request.query['response-content-disposition']);

@@ -22,6 +22,8 @@ export function consoleRoutes() {
       maxAge: 0,
       schemaHide: true,
     });
-    app.get('/', async (_request, reply) => reply.header('Cache-Control', 'no-cache').sendFile('index.html'));
+    app.get('/', { schema: { hide: true } }, async (_request, reply) =>
+      reply.header('Cache-Control', 'no-cache').sendFile('index.html'),
+    );
   };
 }

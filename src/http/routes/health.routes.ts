@@ -15,6 +15,7 @@ import { DEPENDENCY_RETRY_AFTER_SECONDS } from '../../errors/dependency-unavaila
 import type { ServiceMetrics } from '../metrics.prom.js';
 import { bearerToken } from '../auth.js';
 import { addRouteOnRequestHook, clientAddressKey, registerRateLimit } from '../rate-limit.js';
+import { healthSchemas } from '../api-schemas.js';
 
 /** Requests per client address and minute: /healthz (load-balancer probes), /metrics (scrapers). */
 export const HEALTH_RATE_LIMIT_MAX = 600;
@@ -80,9 +81,13 @@ export function healthRoutes(metrics: ServiceMetrics, options: HealthRouteOption
         { kind: 'memory' },
       );
       // Alive: the process answers requests (a load balancer restarts it otherwise).
-      scope.get('/healthz', async () => ({ status: 200, message: 'OK', data: { healthy: true } }));
+      scope.get('/healthz', { schema: healthSchemas.healthz }, async () => ({
+        status: 200,
+        message: 'OK',
+        data: { healthy: true },
+      }));
       // Ready: every dependency answers; 503 names the ones that do not (take the node out of rotation).
-      scope.get('/readyz', async () => {
+      scope.get('/readyz', { schema: healthSchemas.readyz }, async () => {
         const names = Object.keys(options.readiness);
         const results = await Promise.all(
           names.map(async (name) => {
@@ -114,7 +119,7 @@ export function healthRoutes(metrics: ServiceMetrics, options: HealthRouteOption
       );
       // After the limit, so that token guesses are counted too.
       addRouteOnRequestHook(scope, metricsAccess(options.metricsToken));
-      scope.get('/metrics', async (_request, reply) => {
+      scope.get('/metrics', { schema: healthSchemas.metrics }, async (_request, reply) => {
         const { contentType, body } = await metrics.render();
         return reply.type(contentType).send(body);
       });

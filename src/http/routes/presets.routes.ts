@@ -6,10 +6,11 @@
 import type { FastifyInstance } from 'fastify';
 import { PRESETS } from '../../tasks/generation-params.js';
 import { ok } from '../envelope.js';
+import { presetsSchema } from '../api-schemas.js';
 
 /** The presets route. */
 export function presetRoutes() {
   return async (app: FastifyInstance): Promise<void> => {
-    app.get('/api/tts/presets', async () => ok(PRESETS));
+    app.get('/api/tts/presets', { schema: presetsSchema }, async () => ok(PRESETS));
   };
 }

@@ -19,6 +19,7 @@ import {
 import { accountOf } from '../auth.js';
 import { ok } from '../envelope.js';
 import { clientGone } from '../response-signals.js';
+import { oneShotSchemas } from '../api-schemas.js';
 
 async function answer(
   oneShot: OneShotService,
@@ -53,13 +54,14 @@ async function answer(
 
 export function simpleGenerateRoutes(oneShot: OneShotService) {
   return async (app: FastifyInstance): Promise<void> => {
-    app.post('/api/tts/simple-generate', async (request, reply) =>
+    app.post('/api/tts/simple-generate', { schema: oneShotSchemas.post }, async (request, reply) =>
       answer(oneShot, request, reply, parseOneShotBody(request.body)),
     );
 
     app.route<{ Querystring: Record<string, unknown> }>({
       method: 'GET',
       url: '/api/tts/simple-generate.mp3',
+      schema: oneShotSchemas.get,
       // HEAD must not start a synthesis.
       exposeHeadRoute: false,
       handler: async (request, reply) => answer(oneShot, request, reply, parseOneShotQuery(request.query)),

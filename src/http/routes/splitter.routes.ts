@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { SplitterService } from '../../splitter/splitter-service.js';
 import { previewSplitterRequest, type GenerateLimits } from '../../tasks/generate-request.js';
 import { accountOf } from '../auth.js';
+import { splitterSchemas } from '../api-schemas.js';
 
 interface IdParams {
   id: string;
@@ -15,7 +16,7 @@ interface IdParams {
 export function splitterRoutes(splitters: SplitterService, limits: GenerateLimits) {
   return async (app: FastifyInstance): Promise<void> => {
     // Static path: find-my-way prefers it over `/api/splitter/:id`, so "preview" is never taken for an id.
-    app.post('/api/splitter/preview', async (request) => {
+    app.post('/api/splitter/preview', { schema: splitterSchemas.preview }, async (request) => {
       const accountId = accountOf(request).id;
       const utterances = await previewSplitterRequest(request.body, limits, (id) =>
         splitters.configFor(accountId, id),
@@ -23,29 +24,41 @@ export function splitterRoutes(splitters: SplitterService, limits: GenerateLimit
       return { status: 200, data: { utterances } };
     });
 
-    app.post('/api/splitter', async (request) => ({
+    app.post('/api/splitter', { schema: splitterSchemas.create }, async (request) => ({
       status: 200,
       data: await splitters.create(accountOf(request).id, request.body),
     }));
 
-    app.get<{ Querystring: { limit?: string; offset?: string } }>('/api/splitter', async (request) => {
-      const { items, total } = await splitters.list(accountOf(request).id, request.query);
-      return { status: 200, data: items, total };
-    });
+    app.get<{ Querystring: { limit?: string; offset?: string } }>(
+      '/api/splitter',
+      { schema: splitterSchemas.list },
+      async (request) => {
+        const { items, total } = await splitters.list(accountOf(request).id, request.query);
+        return { status: 200, data: items, total };
+      },
+    );
 
-    app.get<{ Params: IdParams }>('/api/splitter/:id', async (request) => ({
+    app.get<{ Params: IdParams }>('/api/splitter/:id', { schema: splitterSchemas.get }, async (request) => ({
       status: 200,
       data: await splitters.get(accountOf(request).id, request.params.id),
     }));
 
-    app.post<{ Params: IdParams }>('/api/splitter/:id', async (request) => ({
-      status: 200,
-      data: await splitters.update(accountOf(request).id, request.params.id, request.body),
-    }));
+    app.post<{ Params: IdParams }>(
+      '/api/splitter/:id',
+      { schema: splitterSchemas.update },
+      async (request) => ({
+        status: 200,
+        data: await splitters.update(accountOf(request).id, request.params.id, request.body),
+      }),
+    );
 
-    app.delete<{ Params: IdParams }>('/api/splitter/:id', async (request) => {
-      await splitters.delete(accountOf(request).id, request.params.id);
-      return { status: 200 };
-    });
+    app.delete<{ Params: IdParams }>(
+      '/api/splitter/:id',
+      { schema: splitterSchemas.delete },
+      async (request) => {
+        await splitters.delete(accountOf(request).id, request.params.id);
+        return { status: 200 };
+      },
+    );
   };
 }

@@ -12,6 +12,7 @@ import { ok } from '../envelope.js';
 import { clientAddressKey, registerRateLimit, type RateLimitStore } from '../rate-limit.js';
 import { plannedRequestHeaders, sendStreamResponse } from '../reply-plan.js';
 import { responseClosed } from '../response-signals.js';
+import { streamSchemas } from '../api-schemas.js';
 
 /** Rate-limit settings of the stream endpoints. */
 export interface StreamRouteOptions {
@@ -73,23 +74,32 @@ export function streamRoutes(stream: StreamService, options: StreamRouteOptions)
       }
     };
 
-    for (const path of [`${BASE}/stream.mp3`, `${BASE}/:contentIndex/stream.mp3`]) {
+    for (const [path, schema] of [
+      [`${BASE}/stream.mp3`, streamSchemas.fullStream],
+      [`${BASE}/:contentIndex/stream.mp3`, streamSchemas.contentStream],
+    ] as const) {
       app.get<{ Params: Partial<ContentParams>; Querystring: Query }>(
         path,
-        { exposeHeadRoute: false },
+        { exposeHeadRoute: false, schema },
         (request, reply) => serve('GET', request, reply),
       );
-      app.head<{ Params: Partial<ContentParams>; Querystring: Query }>(path, (request, reply) =>
-        serve('HEAD', request, reply),
+      app.head<{ Params: Partial<ContentParams>; Querystring: Query }>(
+        path,
+        // Documented: this HEAD is the spec's, answered without starting a session.
+        { schema, config: { swagger: { exposeHeadRoute: true } } },
+        (request, reply) => serve('HEAD', request, reply),
       );
     }
 
-    app.get<{ Params: TaskParams; Querystring: Query }>(`${BASE}/stream`, async (request) =>
-      ok(await stream.streamUrl(request.params.id, request.query)),
+    app.get<{ Params: TaskParams; Querystring: Query }>(
+      `${BASE}/stream`,
+      { schema: streamSchemas.streamUrl },
+      async (request) => ok(await stream.streamUrl(request.params.id, request.query)),
     );
 
     app.get<{ Params: ContentParams; Querystring: Query }>(
       `${BASE}/:contentIndex/pseudo/stream.mp3`,
+      { schema: streamSchemas.pseudoStream },
       async (request, reply) =>
         sendStreamResponse(
           reply,

@@ -7,6 +7,7 @@ import type { SplitterService } from '../../splitter/splitter-service.js';
 import type { TaskService } from '../../tasks/task-service.js';
 import { accountOf } from '../auth.js';
 import { ok, okNoData } from '../envelope.js';
+import { taskSchemas } from '../api-schemas.js';
 
 interface IdParams {
   id: string;
@@ -14,29 +15,40 @@ interface IdParams {
 
 export function taskRoutes(tasks: TaskService, splitters: SplitterService) {
   return async (app: FastifyInstance): Promise<void> => {
-    app.post('/api/tts/generate', async (request) => {
+    app.post('/api/tts/generate', { schema: taskSchemas.create }, async (request) => {
       const accountId = accountOf(request).id;
       return ok(await tasks.create(accountId, request.body, (id) => splitters.configFor(accountId, id)));
     });
 
-    app.get<{ Querystring: Record<string, string> }>('/api/tts/generate', async (request) => {
-      const { items, total } = await tasks.list(accountOf(request).id, request.query);
-      return { ...ok(items), total };
-    });
+    app.get<{ Querystring: Record<string, string> }>(
+      '/api/tts/generate',
+      { schema: taskSchemas.list },
+      async (request) => {
+        const { items, total } = await tasks.list(accountOf(request).id, request.query);
+        return { ...ok(items), total };
+      },
+    );
 
     app.get<{ Params: IdParams; Querystring: { stream?: string } }>(
       '/api/tts/generate/:id',
+      { schema: taskSchemas.get },
       async (request) => ok(await tasks.get(accountOf(request).id, request.params.id, request.query)),
     );
 
     // Cancels a pending or processing task; answers the task record (status failed once stopped).
-    app.post<{ Params: IdParams }>('/api/tts/generate/:id/cancel', async (request) =>
-      ok(await tasks.cancel(accountOf(request).id, request.params.id)),
+    app.post<{ Params: IdParams }>(
+      '/api/tts/generate/:id/cancel',
+      { schema: taskSchemas.cancel },
+      async (request) => ok(await tasks.cancel(accountOf(request).id, request.params.id)),
     );
 
-    app.delete<{ Params: IdParams }>('/api/tts/generate/:id', async (request) => {
-      await tasks.delete(accountOf(request).id, request.params.id);
-      return okNoData();
-    });
+    app.delete<{ Params: IdParams }>(
+      '/api/tts/generate/:id',
+      { schema: taskSchemas.delete },
+      async (request) => {
+        await tasks.delete(accountOf(request).id, request.params.id);
+        return okNoData();
+      },
+    );
   };
 }
