@@ -159,6 +159,10 @@ describe(
         'processing',
         'still generating',
       );
+      // The task list follows it live: a progress bar of pieces generated.
+      const bar = page.locator(`#tasks li[data-task="${taskId}"] progress`);
+      await bar.waitFor({ timeout: 15_000 });
+      assert.equal(await bar.getAttribute('max'), '6');
       await page.screenshot({ path: join(OUTPUT, '2-playing-live.png'), fullPage: true });
 
       // Seek back to an already produced position: playback goes on from there.

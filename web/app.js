@@ -99,6 +99,7 @@ $('sign-out').addEventListener('click', () => {
   sessionStorage.removeItem(KEY_STORAGE);
   key = null;
   stopPlayer();
+  clearTimeout(tasksTimer);
   showSignIn();
 });
 
@@ -436,8 +437,29 @@ async function loadSplitters() {
 
 // ---------------------------------------------------------------- tasks
 
+/** Polls the task list while some task is pending or processing. */
+let tasksTimer = null;
+/** Tasks whose progress the list shows with a bar (the rest show their status only). */
+const PROGRESS_TASKS = 5;
+
+/** Pieces generated of a task, from its record (each generated piece has its duration). */
+async function piecesDone(id) {
+  const detail = await api('GET', `/api/tts/generate/${id}?stream=false`);
+  return detail.data.metadata.contents.filter((c) => c.duration !== undefined).length;
+}
+
 async function loadTasks() {
+  clearTimeout(tasksTimer);
   const answer = await api('GET', '/api/tts/generate?limit=20&stream=true');
+  const unfinished = answer.data.filter((task) => task.status === 'pending' || task.status === 'processing');
+  const progress = new Map(
+    await Promise.all(
+      unfinished
+        .filter((task) => task.status === 'processing')
+        .slice(0, PROGRESS_TASKS)
+        .map(async (task) => [task.id, await piecesDone(task.id).catch(() => 0)]),
+    ),
+  );
   $('tasks').replaceChildren(
     ...answer.data.map((task) =>
       element(
@@ -445,6 +467,18 @@ async function loadTasks() {
         { 'data-task': task.id },
         element('strong', {}, task.status),
         ` ${task.metadata.contentsCount} piece(s), ${task.metadata.characters} characters · ${new Date(task.createdAt).toLocaleTimeString()}`,
+        progress.has(task.id)
+          ? element(
+              'div',
+              { class: 'task-progress' },
+              element('progress', {
+                max: String(task.metadata.contentsCount),
+                value: String(progress.get(task.id)),
+                'aria-label': `Pieces generated of task ${task.id.slice(0, 8)}`,
+              }),
+              ` ${progress.get(task.id)} of ${task.metadata.contentsCount} pieces generated`,
+            )
+          : '',
         task.error ? element('div', { class: 'task-error' }, task.error) : '',
         element(
           'div',
@@ -457,6 +491,9 @@ async function loadTasks() {
       ),
     ),
   );
+  if (unfinished.length > 0 && key !== null) {
+    tasksTimer = setTimeout(() => void loadTasks().catch(showError), 2000);
+  }
 }
 
 async function cancelTask(id) {
