@@ -573,6 +573,14 @@ export const streamSchemas = {
   }),
 };
 
+const storedAudioErrors: ErrorCode[] = [
+  'GENERATE_NOT_FOUND',
+  'RESOURCE_NOT_FOUND',
+  'VALIDATION_INVALID_VALUE',
+  'RANGE_NOT_SATISFIABLE',
+  'PRECONDITION_FAILED',
+];
+
 /** Schemas of the stored-audio routes. */
 export const audioSchemas = {
   taskAudio: route({
@@ -583,13 +591,7 @@ export const audioSchemas = {
     params: taskParams,
     querystring: audioQuery,
     ok: audioAnswers(),
-    errors: [
-      'GENERATE_NOT_FOUND',
-      'RESOURCE_NOT_FOUND',
-      'VALIDATION_INVALID_VALUE',
-      'RANGE_NOT_SATISFIABLE',
-      'PRECONDITION_FAILED',
-    ],
+    errors: storedAudioErrors,
   }),
   liveAudio: route({
     summary: "The task's MP3, live then stored, from one URL",
@@ -609,13 +611,7 @@ export const audioSchemas = {
     params: contentParams,
     querystring: audioQuery,
     ok: audioAnswers(),
-    errors: [
-      'GENERATE_NOT_FOUND',
-      'RESOURCE_NOT_FOUND',
-      'VALIDATION_INVALID_VALUE',
-      'RANGE_NOT_SATISFIABLE',
-      'PRECONDITION_FAILED',
-    ],
+    errors: storedAudioErrors,
   }),
 };
 
