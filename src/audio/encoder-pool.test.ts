@@ -75,6 +75,35 @@ describe('encoder pool', () => {
     assert.equal(pool.openStreams, 0);
   });
 
+  it('starts a new stream while busy streams keep its worker saturated (not after they end)', async () => {
+    // Busy streams that send their next chunk as soon as the last is answered, as live pipelines do.
+    const CALLS = 120;
+    let callsDone = 0;
+    const busy = Promise.all(
+      Array.from({ length: 8 }, async () => {
+        const encoder = pool.open();
+        for (let k = 0; k < CALLS; k++) {
+          await encoder.encode(signal(11520));
+          callsDone++;
+        }
+        await encoder.finish();
+      }),
+    );
+    // Once they are under way, a new stream on the same workers: its first bytes must come while
+    // the busy ones are still at work, not once they are done (the flow used to starve its start).
+    while (callsDone < 40) await new Promise((resolve) => setImmediate(resolve));
+    const late = pool.open();
+    let bytes = 0;
+    while (bytes === 0) bytes += (await late.encode(signal(11520))).length;
+    const doneWhenLateAnswered = callsDone;
+    late.abort();
+    await busy;
+    assert.ok(
+      doneWhenLateAnswered < (8 * CALLS) / 2,
+      `the new stream answered after ${doneWhenLateAnswered} of ${8 * CALLS} busy calls`,
+    );
+  });
+
   it('allows one call in flight and nothing after finish or abort', async () => {
     const enc = pool.open();
     const first = enc.encode(signal(4410));

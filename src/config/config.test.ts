@@ -82,9 +82,12 @@ describe('loadConfig: scale-out switch', () => {
 });
 
 describe('loadConfig: per-account concurrency', () => {
-  it('defaults to one less than a node’s generation slots (at least 1), so one account never holds them all', () => {
-    assert.equal(loadConfig({}).accountQuotas.maxConcurrentTasks, 1);
-    assert.equal(loadConfig({ GENERATION_CONCURRENCY: '8' }).accountQuotas.maxConcurrentTasks, 7);
+  it('defaults to half a node’s generation slots (at least 1), so one account never holds them all', () => {
+    assert.equal(loadConfig({}).generationConcurrency, 64);
+    assert.equal(loadConfig({}).accountQuotas.maxConcurrentTasks, 32);
+    assert.equal(loadConfig({ GENERATION_CONCURRENCY: '8' }).accountQuotas.maxConcurrentTasks, 4);
+    assert.equal(loadConfig({ GENERATION_CONCURRENCY: '3' }).accountQuotas.maxConcurrentTasks, 1);
+    assert.equal(loadConfig({ GENERATION_CONCURRENCY: '2' }).accountQuotas.maxConcurrentTasks, 1);
     assert.equal(loadConfig({ GENERATION_CONCURRENCY: '1' }).accountQuotas.maxConcurrentTasks, 1);
     const single = loadConfig({ GENERATION_CONCURRENCY: '4', ACCOUNT_MAX_CONCURRENT_TASKS: '4' });
     assert.equal(single.accountQuotas.maxConcurrentTasks, 4);

@@ -60,7 +60,12 @@ const envSchema = z.object({
   STREAM_MAX_SESSIONS_PER_ACCOUNT: intFrom(0, 1_000_000).default(64),
   /** Disk the stream session caches of a node may use before new sessions are refused; 0 = unbounded. */
   STREAM_CACHE_BUDGET_BYTES: intFrom(0, Number.MAX_SAFE_INTEGER).default(2 * 1024 ** 3),
-  GENERATION_CONCURRENCY: intFrom(1, 64).default(2),
+  /**
+   * Tasks a node generates at once. Their sentences share the synthesis threads (SYNTHESIS_THREADS)
+   * fairly between accounts, so many live tasks all stay ahead of their listeners instead of two
+   * running flat out while the rest wait (docs/decisions.md, Generation scheduling).
+   */
+  GENERATION_CONCURRENCY: intFrom(1, 256).default(64),
   /**
    * The short-task lane (docs/decisions.md, Generation lanes): tasks of at most SHORT_TASK_MAX_CHARS
    * characters (one-shots, a sentence or two) are generated in SHORT_TASK_CONCURRENCY slots of
@@ -84,9 +89,9 @@ const envSchema = z.object({
   /** Per-account quotas (issue 11 finding 3); 0 = unlimited. Pending plus processing tasks. */
   ACCOUNT_MAX_QUEUED_TASKS: intFrom(0, 1_000_000).default(100),
   /**
-   * Tasks of one account processing at once, on every node together. Default: one less than a
-   * node's GENERATION_CONCURRENCY (at least 1), so one account never holds every slot of a node
-   * and another account's one-shot or small task always finds one free.
+   * Tasks of one account processing at once, on every node together. Default: half a node's
+   * GENERATION_CONCURRENCY (at least 1, and less than all of them when there are two or more), so
+   * one account never holds every slot of a node and other accounts' tasks always find some free.
    */
   ACCOUNT_MAX_CONCURRENT_TASKS: intFrom(0, 10_000).optional(),
   /** Characters of the tasks one account may have accepted per UTC day (default: 5 of the largest tasks). */
@@ -318,7 +323,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         : null,
     accountQuotas: {
       maxQueuedTasks: e.ACCOUNT_MAX_QUEUED_TASKS,
-      maxConcurrentTasks: e.ACCOUNT_MAX_CONCURRENT_TASKS ?? Math.max(1, e.GENERATION_CONCURRENCY - 1),
+      maxConcurrentTasks:
+        e.ACCOUNT_MAX_CONCURRENT_TASKS ?? Math.max(1, Math.floor(e.GENERATION_CONCURRENCY / 2)),
       dailyCharacters: e.ACCOUNT_DAILY_CHARACTERS,
     },
     oneShotStartTimeoutMs: e.ONE_SHOT_START_TIMEOUT_MS,

@@ -279,12 +279,17 @@ export class TaskRunner {
     let current: number | undefined;
     try {
       const pieces = await store.pieces(task.id);
+      /** Samples of the task's audio before the next piece (pieces and silences): its place in the queue. */
+      let before = 0;
       for (const piece of pieces) {
         // A piece generated on another node (its worker died) has no PCM here: generate it again.
-        if (piece.status === 'generated' && (await this.deps.pieceAudio.hasPiece(task.id, piece.idx)))
+        if (piece.status === 'generated' && (await this.deps.pieceAudio.hasPiece(task.id, piece.idx))) {
+          before += Number(piece.samples ?? 0) + intervalSamples(piece);
           continue;
+        }
         current = piece.idx;
-        await this.generatePiece(task, piece, lease);
+        before +=
+          (await this.generatePiece(task, piece, lease, before / CANONICAL_RATE)) + intervalSamples(piece);
       }
       current = undefined;
       const generated = await store.pieces(task.id);
@@ -370,7 +375,13 @@ export class TaskRunner {
     events.changed(task.id);
   }
 
-  private async generatePiece(task: TaskRow, piece: TaskContentRow, lease: TaskLease): Promise<void> {
+  /** Generates one piece, starting `startsAt` seconds into the task's audio; answers its samples. */
+  private async generatePiece(
+    task: TaskRow,
+    piece: TaskContentRow,
+    lease: TaskLease,
+    startsAt: number,
+  ): Promise<number> {
     const { store, pieceAudio, blobs, encoders } = this.deps;
     const { signal, token } = lease;
     const params = JSON.parse(piece.params) as PieceParams;
@@ -402,6 +413,10 @@ export class TaskRunner {
         ...(params.instruct_mode !== undefined && { instructMode: params.instruct_mode }),
         // Short-lane work (one-shots, small tasks) has a client waiting: its sentences go first.
         ...(this.isShort(task.characters) && { interactive: true }),
+        // Accounts share the synthesis threads fairly, however many tasks each runs at once, and
+        // within an account the task furthest behind goes first.
+        owner: task.account_id,
+        startsAt,
       };
       if (forwardMp3 === undefined) {
         for await (const pcm of engine.synthesize(request, signal)) {
@@ -427,6 +442,7 @@ export class TaskRunner {
     await blobs.put(key, pieceAudio.readCompleteMp3(task.id, piece.idx, signal), 'audio/mpeg');
     await store.pieceGenerated(task.id, piece.idx, samples, key, token);
     pieceAudio.pieceRecorded(task.id, piece.idx);
+    return samples;
   }
 
   /**

@@ -36,6 +36,10 @@ export interface SynthesisRequest {
   instructMode?: boolean;
   /** A client is waiting on this piece (a one-shot, a short task): engines that queue work serve it first. */
   interactive?: boolean;
+  /** Whose work this is (an account id): engines that queue work share their threads fairly between owners. */
+  owner?: string;
+  /** Seconds of its task's audio before this text: engines that queue work serve tasks further behind first. */
+  startsAt?: number;
 }
 
 /** A speech engine; abort the signal to stop synthesis (the iterator then throws the abort reason). */

@@ -19,6 +19,7 @@ import { untilAborted } from '../../common/call-deadline.js';
 import type { EspeakCatalogue, SynthesizeTask } from './espeak.worker.js';
 import { PriorityTaskQueue, withQueueOptions } from './priority-task-queue.js';
 import { splitSentences } from './sentences.js';
+import { CANONICAL_RATE } from '../pcm.js';
 
 export type { EspeakCatalogue } from './espeak.worker.js';
 
@@ -45,6 +46,8 @@ function createPool(threads: number): Piscina {
     maxThreads: threads,
     // A one-shot's sentences go before queued sentences of long tasks.
     taskQueue: new PriorityTaskQueue(),
+    // A task that could not be placed goes back to its place in the queue, not to its end.
+    stricterFIFO: true,
     idleTimeout: 60_000,
   });
 }
@@ -171,13 +174,23 @@ class PooledEspeakEngine implements EspeakEngine {
     };
     const sentences = splitSentences(req.text, req.language ?? req.voice.voice);
 
+    /**
+     * The queue rank of a sentence: where it starts in the task's audio — the seconds synthesised
+     * so far plus an estimate of the sentences submitted before it (about 14 characters a second).
+     */
+    let produced = 0;
+    let submittedAhead = 0;
+    const estimate = (text: string) => (text.length / 14) * req.speechRate;
     const start = (i: number): Promise<Int16Array> | undefined => {
       const text = sentences[i];
       if (text === undefined) return undefined;
       // Not aborting a running task on purpose: piscina would kill the thread and its warm instance.
       const submitted = withQueueOptions({ ...base, text } satisfies SynthesizeTask, {
         interactive: req.interactive === true,
+        owner: req.owner,
+        rank: (req.startsAt ?? 0) + produced + submittedAhead,
       });
+      submittedAhead += estimate(text);
       const task = this.pool.run(submitted) as Promise<Int16Array>;
       // Settled later by `await`; this only stops an abandoned look-ahead from being "unhandled".
       task.catch(() => undefined);
@@ -198,6 +211,8 @@ class PooledEspeakEngine implements EspeakEngine {
         throw new EngineCallError('failed', { engine: 'espeak', reason: describe(err) }, err);
       }
       signal.throwIfAborted();
+      produced += pcm.length / CANONICAL_RATE;
+      submittedAhead -= estimate(sentences[i] ?? '');
       yield pcm;
     }
   }

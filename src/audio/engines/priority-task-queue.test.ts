@@ -29,3 +29,82 @@ test('remove takes a queued task out of its class (an aborted task)', () => {
   assert.equal(queue.size, 1);
   assert.equal(queue.shift(), b2);
 });
+
+const owned = (name: string, owner: string): Task & { name: string } => ({
+  name,
+  [queueOptionsSymbol]: { interactive: false, owner },
+});
+
+function drain(queue: PriorityTaskQueue): string[] {
+  const names: string[] = [];
+  for (let t = queue.shift(); t !== null; t = queue.shift()) names.push((t as Task & { name: string }).name);
+  return names;
+}
+
+test('batch work is shared between owners in turn, FIFO within each owner', () => {
+  const queue = new PriorityTaskQueue();
+  // A busy account queued five sentences before a second account queued two.
+  for (const name of ['h1', 'h2', 'h3', 'h4', 'h5']) queue.push(owned(name, 'hostile'));
+  queue.push(owned('p1', 'polite'));
+  queue.push(owned('p2', 'polite'));
+  assert.equal(queue.size, 7);
+  assert.deepEqual(drain(queue), ['h1', 'p1', 'h2', 'p2', 'h3', 'h4', 'h5']);
+  assert.equal(queue.size, 0);
+});
+
+test('an owner that comes back later takes its turn after those already waiting', () => {
+  const queue = new PriorityTaskQueue();
+  queue.push(owned('a1', 'a'));
+  queue.push(owned('b1', 'b'));
+  queue.push(owned('a2', 'a'));
+  assert.equal((queue.shift() as Task & { name: string }).name, 'a1');
+  queue.push(owned('c1', 'c'));
+  queue.push(task('i1', true));
+  assert.deepEqual(drain(queue), ['i1', 'b1', 'a2', 'c1']);
+});
+
+test('remove takes a task out of its owner queue', () => {
+  const queue = new PriorityTaskQueue();
+  const [a1, a2, b1] = [owned('a1', 'a'), owned('a2', 'a'), owned('b1', 'b')];
+  for (const t of [a1, a2, b1]) queue.push(t);
+  queue.remove(a1);
+  queue.remove(a2);
+  assert.equal(queue.size, 1);
+  assert.deepEqual(drain(queue), ['b1']);
+});
+
+test('unshift puts a task taken by shift back where it was, its owner first again', () => {
+  const queue = new PriorityTaskQueue();
+  for (const t of [owned('a1', 'a'), owned('a2', 'a'), owned('b1', 'b'), owned('c1', 'c')]) queue.push(t);
+  // piscina takes the head, finds every thread busy and puts it back: nothing may change.
+  for (let round = 0; round < 5; round++) {
+    const taken = queue.shift();
+    assert.ok(taken !== null);
+    queue.unshift(taken);
+  }
+  const i1 = task('i1', true);
+  queue.push(i1);
+  const urgent = queue.shift();
+  assert.equal(urgent, i1);
+  if (urgent !== null) queue.unshift(urgent);
+  assert.equal(queue.size, 5);
+  assert.deepEqual(drain(queue), ['i1', 'a1', 'b1', 'c1', 'a2']);
+});
+
+test('within an owner, the task furthest behind goes first; equals in arrival order', () => {
+  const queue = new PriorityTaskQueue();
+  const ranked = (name: string, owner: string, rank: number): Task & { name: string } => ({
+    name,
+    [queueOptionsSymbol]: { interactive: false, owner, rank },
+  });
+  // Task x has 40 s of audio already; task y is just starting; z of another owner in between.
+  for (const t of [
+    ranked('x-40', 'a', 40),
+    ranked('x-40b', 'a', 40),
+    ranked('y-0', 'a', 0),
+    ranked('z-10', 'b', 10),
+    ranked('y-0b', 'a', 0),
+  ])
+    queue.push(t);
+  assert.deepEqual(drain(queue), ['y-0', 'z-10', 'y-0b', 'x-40', 'x-40b']);
+});

@@ -1,7 +1,11 @@
 /**
  * A piscina task queue with two classes: tasks marked interactive (a one-shot or a short task a
- * client is waiting on) go before queued batch work, FIFO within each class. Without it, the first
- * sentence of a one-shot waits behind every sentence long tasks have queued on the shared threads.
+ * client is waiting on) go before queued batch work, FIFO. Batch work is shared fairly between
+ * its owners (accounts): the queue takes one task of each owner in turn, FIFO within an owner, so
+ * an account that runs many tasks at once gets no more of the threads than an account with one —
+ * and, as every running task keeps at most a sentence or two queued, the tasks of an owner share
+ * its turn too. Without it, the first sentence of a one-shot would wait behind every sentence long
+ * tasks have queued, and one tenant's tasks would slow everyone's live streams.
  */
 import { queueOptionsSymbol, type TaskQueue } from 'piscina';
 
@@ -11,6 +15,13 @@ export type QueuedTask = Parameters<TaskQueue['push']>[0];
 /** The queue options a submitted task carries under `queueOptionsSymbol`. */
 export interface SynthesisQueueOptions {
   interactive: boolean;
+  /** Whose work it is (an account id); batch work is shared fairly between owners. */
+  owner?: string | undefined;
+  /**
+   * Where the work sits in its task's audio (seconds from the start): within an owner, the task
+   * furthest behind goes first, so every live task's first sentence comes before anyone's tenth.
+   */
+  rank?: number | undefined;
 }
 
 /** Marks a piscina task object as interactive or batch work (the mark is not sent to the worker). */
@@ -18,35 +29,115 @@ export function withQueueOptions<T extends object>(task: T, options: SynthesisQu
   return Object.assign(task, { [queueOptionsSymbol]: options });
 }
 
-function isInteractive(task: QueuedTask): boolean {
-  const options = task[queueOptionsSymbol] as Partial<SynthesisQueueOptions> | null;
-  return options?.interactive === true;
+function optionsOf(task: QueuedTask): Partial<SynthesisQueueOptions> {
+  return (task[queueOptionsSymbol] as Partial<SynthesisQueueOptions> | null) ?? {};
 }
 
-/** Interactive tasks first, then batch tasks, each in arrival order. */
+/** Removes and returns the first task of the lowest rank (a linear scan: an owner queues a few per task). */
+function takeLowestRank(queued: QueuedTask[]): QueuedTask | null {
+  let best = -1;
+  let bestRank = Infinity;
+  for (let i = 0; i < queued.length; i++) {
+    const task = queued[i];
+    const rank = task === undefined ? Infinity : (optionsOf(task).rank ?? 0);
+    if (best === -1 || rank < bestRank) {
+      best = i;
+      bestRank = rank;
+    }
+  }
+  return best === -1 ? null : (queued.splice(best, 1)[0] ?? null);
+}
+
+/**
+ * Interactive tasks first, in arrival order; then batch tasks, one owner after another and, within
+ * an owner, the lowest `rank` first (arrival order among equals). Use it with
+ * piscina's `stricterFIFO: true`: a task piscina took but could not place on a busy thread comes
+ * back through `unshift` to where it was (piscina's default pushes it to the back, which here would
+ * also send its owner to the back of the turns: one owner's first sentence was bumped 20 times).
+ */
 export class PriorityTaskQueue implements TaskQueue {
   private readonly interactive: QueuedTask[] = [];
-  private readonly batch: QueuedTask[] = [];
+  /** Batch tasks per owner, in arrival order; an owner is here only while it has tasks queued. */
+  private readonly batch = new Map<string, QueuedTask[]>();
+  /** Owners with batch tasks queued, the one whose turn it is first. */
+  private readonly turns: string[] = [];
+  private batchSize = 0;
 
   get size(): number {
-    return this.interactive.length + this.batch.length;
+    return this.interactive.length + this.batchSize;
   }
 
   push(task: QueuedTask): void {
-    (isInteractive(task) ? this.interactive : this.batch).push(task);
+    this.add(task, 'back');
+  }
+
+  /** Puts back a task just taken by `shift`, where it was. */
+  unshift(task: QueuedTask): void {
+    this.add(task, 'front');
   }
 
   shift(): QueuedTask | null {
-    return this.interactive.shift() ?? this.batch.shift() ?? null;
+    const urgent = this.interactive.shift();
+    if (urgent !== undefined) return urgent;
+    const owner = this.turns.shift();
+    if (owner === undefined) return null;
+    const queued = this.batch.get(owner) ?? [];
+    const task = takeLowestRank(queued);
+    // After its task, the owner waits for its next turn behind the others.
+    if (queued.length > 0) this.turns.push(owner);
+    else this.batch.delete(owner);
+    if (task !== null) this.batchSize--;
+    return task;
   }
 
   remove(task: QueuedTask): void {
-    for (const list of [this.interactive, this.batch]) {
-      const at = list.indexOf(task);
-      if (at !== -1) {
-        list.splice(at, 1);
-        return;
-      }
+    const at = this.interactive.indexOf(task);
+    if (at !== -1) {
+      this.interactive.splice(at, 1);
+      return;
     }
+    for (const [owner, queued] of this.batch) {
+      const index = queued.indexOf(task);
+      if (index === -1) continue;
+      queued.splice(index, 1);
+      this.batchSize--;
+      if (queued.length === 0) this.dropOwner(owner);
+      return;
+    }
+  }
+
+  private add(task: QueuedTask, end: 'front' | 'back'): void {
+    const options = optionsOf(task);
+    if (options.interactive === true) {
+      if (end === 'front') this.interactive.unshift(task);
+      else this.interactive.push(task);
+      return;
+    }
+    const owner = options.owner ?? '';
+    let queued = this.batch.get(owner);
+    if (queued === undefined) {
+      queued = [];
+      this.batch.set(owner, queued);
+      if (end === 'back') this.turns.push(owner);
+    }
+    if (end === 'front') {
+      queued.unshift(task);
+      // Its owner's turn comes first again, as before the task was taken.
+      this.dropTurn(owner);
+      this.turns.unshift(owner);
+    } else {
+      queued.push(task);
+    }
+    this.batchSize++;
+  }
+
+  private dropOwner(owner: string): void {
+    this.batch.delete(owner);
+    this.dropTurn(owner);
+  }
+
+  private dropTurn(owner: string): void {
+    const at = this.turns.indexOf(owner);
+    if (at !== -1) this.turns.splice(at, 1);
   }
 }
