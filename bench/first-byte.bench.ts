@@ -11,7 +11,15 @@ import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { createEncoderPool } from '../src/audio/encoder-pool.js';
 import { createEspeakEngine } from '../src/audio/engines/espeak.engine.js';
-import { api, report, startServer, type BenchServer } from './lib/server.js';
+import {
+  api,
+  percentile,
+  report,
+  runBench,
+  serverEnvFromProcess,
+  startServer,
+  type BenchServer,
+} from './lib/server.js';
 
 const ALONE = Number(process.env.ALONE ?? 30);
 const CONCURRENT = Number(process.env.CONCURRENT ?? 20);
@@ -54,11 +62,6 @@ function firstByte(server: BenchServer, voiceId: string, n: number, agent: http.
   });
 }
 
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
-}
-
 /** The floor: the engine and encoder alone on the first sentence, warm, in this process. */
 async function engineFloor(runs: number): Promise<number[]> {
   const engine = createEspeakEngine({ threads: 1 });
@@ -92,12 +95,7 @@ async function main(): Promise<number> {
   const server = await startServer(
     {
       RATE_LIMIT_MAX: '1000000',
-      ...Object.fromEntries(
-        (process.env.SERVER_ENV ?? '')
-          .split(',')
-          .filter((pair) => pair.includes('='))
-          .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
-      ),
+      ...serverEnvFromProcess(),
     },
     (process.env.SERVER_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== ''),
   );
@@ -147,10 +145,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(2);
-  },
-);
+runBench(main);

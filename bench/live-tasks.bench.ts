@@ -15,7 +15,16 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createEspeakEngine } from '../src/audio/engines/espeak.engine.js';
 import { CANONICAL_RATE } from '../src/audio/pcm.js';
-import { cpuSeconds, report, rssMiB, startServer, type BenchServer } from './lib/server.js';
+import {
+  cpuSeconds,
+  percentile,
+  report,
+  rssMiB,
+  runBench,
+  serverEnvFromProcess,
+  startServer,
+  type BenchServer,
+} from './lib/server.js';
 
 const TASKS = Number(process.env.TASKS ?? 50);
 const ACCOUNTS = Number(process.env.ACCOUNTS ?? 5);
@@ -162,11 +171,6 @@ async function engineRealtimeFactor(): Promise<number> {
   }
 }
 
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
-}
-
 async function main(): Promise<number> {
   const perThread = await engineRealtimeFactor();
   const capacity = perThread * availableParallelism();
@@ -174,12 +178,7 @@ async function main(): Promise<number> {
     ADMIN_TOKEN,
     RATE_LIMIT_MAX: '1000000',
     STREAM_RATE_LIMIT_MAX: '1000000',
-    ...Object.fromEntries(
-      (process.env.SERVER_ENV ?? '')
-        .split(',')
-        .filter((pair) => pair.includes('='))
-        .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
-    ),
+    ...serverEnvFromProcess(),
   });
   try {
     const admin = async <T>(method: string, path: string, body?: unknown) =>
@@ -327,10 +326,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(2);
-  },
-);
+runBench(main);

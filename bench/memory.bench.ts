@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { report, rssMiB, startServer } from './lib/server.js';
+import { report, rssMiB, runBench, startServer } from './lib/server.js';
 
 const SETTLE_SECONDS = Number(process.env.SETTLE_SECONDS ?? 70);
 const TARGET_MIB = 250 / 1.048576; // 250 MB
@@ -69,10 +69,4 @@ async function main(): Promise<number> {
   ]);
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(2);
-  },
-);
+runBench(main);

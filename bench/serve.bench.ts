@@ -21,6 +21,7 @@ import {
   finishedTask,
   freePort,
   report,
+  runBench,
   startServer,
 } from './lib/server.js';
 
@@ -211,10 +212,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(2);
-  },
-);
+runBench(main);

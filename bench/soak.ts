@@ -32,6 +32,7 @@ import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { percentile, serverEnvFromProcess } from './lib/server.js';
 
 const env = (name: string, fallback: number): number => {
   const raw = process.env[name];
@@ -203,12 +204,6 @@ function statusOf(answer: Answer): string {
   return quota === undefined ? `${answer.status} ${code}` : `${answer.status} ${code} (${quota} quota)`;
 }
 
-function percentile(values: number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
-}
-
 function errorName(err: unknown): string {
   if (err instanceof Error) return (err as NodeJS.ErrnoException).code ?? err.name;
   return 'error';
@@ -249,12 +244,7 @@ async function startServer(): Promise<ServerInfo> {
   const probe = join(dataDir, 'eventloop-probe.mjs');
   await writeFile(probe, PROBE);
   const port = await freePort();
-  const extra = Object.fromEntries(
-    (process.env.SERVER_ENV ?? '')
-      .split(',')
-      .filter((pair) => pair.includes('='))
-      .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
-  );
+  const extra = serverEnvFromProcess();
   const log = join(dataDir, 'server.log');
   const logFile = openSync(log, 'w');
   // SERVER_NODE_ARGS: extra node flags for the server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".

@@ -197,3 +197,31 @@ export function report(title: string, rows: ResultRow[]): number {
 export async function readJson<T>(path: string): Promise<T> {
   return JSON.parse(await readFile(path, 'utf8')) as T;
 }
+
+/** The p-th percentile (nearest rank) of `values`, in any order; NaN when there are none. */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
+}
+
+/** SERVER_ENV ("K=V,K=V"): extra variables for the server under benchmark. */
+export function serverEnvFromProcess(): Record<string, string> {
+  return Object.fromEntries(
+    (process.env.SERVER_ENV ?? '')
+      .split(',')
+      .filter((pair) => pair.includes('='))
+      .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+  );
+}
+
+/** Runs a benchmark's main and exits with its code (1 = a target missed), or 2 when it failed. */
+export function runBench(main: () => Promise<number>): void {
+  main().then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(2);
+    },
+  );
+}
