@@ -16,6 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createEspeakEngine } from '../src/audio/engines/espeak.engine.js';
 import { CANONICAL_RATE } from '../src/audio/pcm.js';
 import {
+  api,
   cpuSeconds,
   percentile,
   report,
@@ -23,7 +24,6 @@ import {
   runBench,
   serverEnvFromProcess,
   startServer,
-  type BenchServer,
 } from './lib/server.js';
 
 const TASKS = Number(process.env.TASKS ?? 50);
@@ -50,26 +50,6 @@ function story(seconds: number, n: number): string {
   for (let i = 0; parts.join(' ').length < seconds * 14; i++)
     parts.push(SENTENCES[i % SENTENCES.length] ?? '');
   return parts.join(' ');
-}
-
-async function call<T>(
-  server: BenchServer,
-  key: string,
-  method: string,
-  path: string,
-  body?: unknown,
-): Promise<T> {
-  const response = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${key}`,
-      ...(body !== undefined && { 'content-type': 'application/json' }),
-    },
-    ...(body !== undefined && { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text.slice(0, 300)}`);
-  return (JSON.parse(text) as { data: T }).data;
 }
 
 interface ListenerResult {
@@ -182,22 +162,23 @@ async function main(): Promise<number> {
   });
   try {
     const admin = async <T>(method: string, path: string, body?: unknown) =>
-      call<T>(server, ADMIN_TOKEN, method, path, body);
+      api<T>(server, method, path, body, ADMIN_TOKEN);
     const accounts = await Promise.all(
       Array.from({ length: ACCOUNTS }, async (_, i) => {
         await admin('POST', '/admin/accounts', { name: `listener-${i}` });
         const { key } = await admin<{ key: string }>('POST', `/admin/accounts/listener-${i}/keys`);
-        const voice = await call<{ id: string }>(server, key, 'POST', '/api/voice', { name: 'narrator' });
+        const voice = await api<{ id: string }>(server, 'POST', '/api/voice', { name: 'narrator' }, key);
         /** When each task of the account was first listed as not pending (a dashboard's view). */
         const started = new Map<string, number>();
         let polling: Promise<void> | undefined;
         const poll = async () => {
           while (!stopPolling) {
-            const page = await call<Array<{ id: string; status: string }>>(
+            const page = await api<Array<{ id: string; status: string }>>(
               server,
-              key,
               'GET',
               '/api/tts/generate?limit=50',
+              undefined,
+              key,
             );
             for (const task of page) {
               if (task.status !== 'pending' && !started.has(task.id)) started.set(task.id, performance.now());
@@ -217,14 +198,21 @@ async function main(): Promise<number> {
     {
       const [first] = accounts;
       if (first === undefined) throw new Error('no account');
-      const warm = await call<{ id: string }>(server, first.key, 'POST', '/api/tts/generate', {
-        contents: [{ text: story(5, -1), voiceId: first.voiceId }],
-      });
-      const { streamUrl } = await call<{ streamUrl: string }>(
+      const warm = await api<{ id: string }>(
         server,
+        'POST',
+        '/api/tts/generate',
+        {
+          contents: [{ text: story(5, -1), voiceId: first.voiceId }],
+        },
         first.key,
+      );
+      const { streamUrl } = await api<{ streamUrl: string }>(
+        server,
         'GET',
         `/api/tts/generate/${warm.id}?stream=true`,
+        undefined,
+        first.key,
       );
       await listen(streamUrl, agent);
     }
@@ -235,15 +223,22 @@ async function main(): Promise<number> {
       Array.from({ length: TASKS }, async (_, n) => {
         const account = accounts[n % ACCOUNTS];
         if (account === undefined) throw new Error('no account');
-        const task = await call<{ id: string }>(server, account.key, 'POST', '/api/tts/generate', {
-          contents: [{ text: story(SECONDS, n), voiceId: account.voiceId }],
-        });
-        const created = performance.now();
-        const { streamUrl } = await call<{ streamUrl: string }>(
+        const task = await api<{ id: string }>(
           server,
+          'POST',
+          '/api/tts/generate',
+          {
+            contents: [{ text: story(SECONDS, n), voiceId: account.voiceId }],
+          },
           account.key,
+        );
+        const created = performance.now();
+        const { streamUrl } = await api<{ streamUrl: string }>(
+          server,
           'GET',
           `/api/tts/generate/${task.id}?stream=true`,
+          undefined,
+          account.key,
         );
         // When the task is first seen processing (or later): its account's list, polled every 100 ms.
         const processing = (async () => {

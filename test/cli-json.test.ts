@@ -1,48 +1,15 @@
 // Issue 13 item 5: the CLI's `--json` output for scripts, `voices export` → `voices import --from`
 // (a round trip between accounts), and `tasks list` / `tasks watch` against a running server.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
+import { runCli, type CliResult } from './helpers/cli.js';
 import { createTask, createVoice, startTestApp, type TestApp } from './helpers/test-app.js';
 
-const run = promisify(execFile);
-
-/** The test run's environment without anything that points the CLI at another database or server. */
-function isolatedEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  for (const name of Object.keys(env)) {
-    if (
-      /^(DATABASE_URL|ADMIN_TOKEN|VOICEGEN_URL|VOICEGEN_KEY|BOOTSTRAP_API_KEY|REDIS_URL|S3_.*|NODE_URL)$/.test(
-        name,
-      )
-    )
-      delete env[name];
-  }
-  return { ...env, LOG_LEVEL: 'silent', ...extra };
-}
-
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function cliIn(dataDir: string, ...args: string[]): Promise<CliResult> {
-  return run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-    env: isolatedEnv({ DATA_DIR: dataDir }),
-    timeout: 120_000,
-  }).then(
-    ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-    (err: { code: number; stdout: string; stderr: string }) => ({
-      code: err.code,
-      stdout: err.stdout,
-      stderr: err.stderr,
-    }),
-  );
+function cliIn(dataDir: string, ...args: string[]): Promise<CliResult> {
+  return runCli({ DATA_DIR: dataDir }, args);
 }
 
 describe('CLI for scripts: --json, voices export/import', () => {

@@ -2,43 +2,17 @@
 // the right duration, in-process (no server) and through a running server; --json for scripts;
 // clear errors with exit code 1.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
 import { ffmpegErrors, probeAudio } from './helpers/audio-check.js';
+import { runCli, type CliResult } from './helpers/cli.js';
 import { startTestApp, type TestApp } from './helpers/test-app.js';
 
-const run = promisify(execFile);
-
-/** The test run's environment without anything pointing the CLI at another server or database. */
-function isolatedEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  for (const name of Object.keys(env)) {
-    if (
-      /^(DATABASE_URL|ADMIN_TOKEN|VOICEGEN_URL|VOICEGEN_KEY|BOOTSTRAP_API_KEY|REDIS_URL|S3_.*|NODE_URL|PUBLIC_URL|DATA_DIR)$/.test(
-        name,
-      )
-    )
-      delete env[name];
-  }
-  return { ...env, LOG_LEVEL: 'silent' };
-}
-
 /** Runs the CLI; resolves with its exit code and output (never rejects on a non-zero exit). */
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-      env: isolatedEnv(),
-      timeout: 180_000,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
+function cli(...args: string[]): Promise<CliResult> {
+  return runCli({}, args, 180_000);
 }
 
 interface Summary {

@@ -13,28 +13,15 @@ import { readServerFile, serverFilePath, writeServerFile } from '../src/http/ser
 import { bearer, startTestApp } from './helpers/test-app.js';
 import { freePort } from './helpers/free-port.js';
 import { freshPostgresDatabase } from './helpers/servers.js';
+import { isolatedCliEnv } from './helpers/cli.js';
 
 const run = promisify(execFile);
-
-/** The environment of the test run without anything that would point a child at another database or server. */
-function isolatedEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  for (const name of Object.keys(env)) {
-    if (
-      /^(DATABASE_URL|ADMIN_TOKEN|VOICEGEN_URL|BOOTSTRAP_API_KEY|REDIS_URL|S3_.*|NODE_URL|PUBLIC_URL)$/.test(
-        name,
-      )
-    )
-      delete env[name];
-  }
-  return { ...env, LOG_LEVEL: 'silent', ...extra };
-}
 
 describe('operator CLI', () => {
   let dataDir: string;
   const cli = async (...args: string[]) => {
     const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-      env: isolatedEnv({ DATA_DIR: dataDir }),
+      env: isolatedCliEnv({ DATA_DIR: dataDir }),
       timeout: 120_000,
     });
     return stdout.trim();
@@ -109,7 +96,13 @@ interface RunningServer {
 async function startServer(dataDir: string, env: Record<string, string> = {}): Promise<RunningServer> {
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: isolatedEnv({ DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', ...env }),
+    env: isolatedCliEnv({
+      DATA_DIR: dataDir,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+      ...env,
+    }),
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
@@ -151,7 +144,7 @@ describe('operator CLI on a PostgreSQL server (scale-out)', () => {
       const cli = async (...args: string[]) =>
         (
           await run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-            env: isolatedEnv({ DATA_DIR: dataDir, DATABASE_URL: database.url }),
+            env: isolatedCliEnv({ DATA_DIR: dataDir, DATABASE_URL: database.url }),
             timeout: 120_000,
           })
         ).stdout.trim();
@@ -179,7 +172,7 @@ describe('operator CLI beside a running embedded server', () => {
   let server: RunningServer | undefined;
   const cliRun = (env: Record<string, string>, ...args: string[]) =>
     run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-      env: isolatedEnv({ DATA_DIR: dataDir, ...env }),
+      env: isolatedCliEnv({ DATA_DIR: dataDir, ...env }),
       timeout: 120_000,
     });
   const cli = async (...args: string[]) => (await cliRun({}, ...args)).stdout.trim();
@@ -212,7 +205,7 @@ describe('operator CLI beside a running embedded server', () => {
 
     // A second server on the same DATA_DIR refuses to start, naming the holder; the first keeps running.
     const secondServer = await run(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: isolatedEnv({
+      env: isolatedCliEnv({
         DATA_DIR: dataDir,
         HOST: '127.0.0.1',
         PORT: String(await freePort()),

@@ -105,12 +105,18 @@ export async function startServer(
   return { child, pid: child.pid ?? 0, url, dataDir, key, stop };
 }
 
-/** A JSON API call with the key; throws on a non-2xx answer with its body. */
-export async function api<T>(server: BenchServer, method: string, path: string, body?: unknown): Promise<T> {
+/** A JSON API call with `key` (default: the bench account's); throws on a non-2xx answer with its body. */
+export async function api<T>(
+  server: BenchServer,
+  method: string,
+  path: string,
+  body?: unknown,
+  key: string = server.key,
+): Promise<T> {
   const response = await fetch(`${server.url}${path}`, {
     method,
     headers: {
-      authorization: `Bearer ${server.key}`,
+      authorization: `Bearer ${key}`,
       ...(body !== undefined && { 'content-type': 'application/json' }),
     },
     ...(body !== undefined && { body: JSON.stringify(body) }),

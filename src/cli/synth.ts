@@ -8,17 +8,9 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { parseData, type ApiCall } from './api-call.js';
 import { CliError } from './cli-error.js';
-
-/** One API call's answer: status and body bytes. */
-export interface ApiAnswer {
-  status: number;
-  body: Buffer;
-}
-
-/** Calls the service's public API (a path with its query), with the key. */
-export type ApiCall = (method: 'GET' | 'POST', path: string, body?: unknown) => Promise<ApiAnswer>;
+import { watchTask } from './tasks.js';
 
 /** Where synthesis runs: an API to call, and what to release afterwards. */
 export interface SynthTarget {
@@ -60,23 +52,6 @@ function espeakVoice(spec: string): { name: string; engine: Record<string, strin
   if (match === null) return undefined;
   const [, voice = '', variant] = match;
   return { name: spec, engine: { engine: 'espeak', voice, ...(variant !== undefined && { variant }) } };
-}
-
-/** The `data` of a successful API answer; an error answer becomes a CliError with the server's message. */
-export function parseData<T>(answer: ApiAnswer, what: string): T {
-  let body: { data?: T; message?: string; code?: string };
-  try {
-    body = JSON.parse(answer.body.toString('utf8')) as typeof body;
-  } catch {
-    throw new CliError(`${what}: HTTP ${answer.status} without a JSON body`, 1);
-  }
-  if (answer.status < 200 || answer.status >= 300) {
-    throw new CliError(
-      `${what}: ${body.message ?? `HTTP ${answer.status}`} (${body.code ?? answer.status})`,
-      1,
-    );
-  }
-  return body.data as T;
 }
 
 /** Voice ids for the `espeak:` specs (created once per run, or found by name), others as they are. */
@@ -123,13 +98,6 @@ function voiceSpecsOf(config: Record<string, unknown>): string[] {
   );
 }
 
-interface TaskDetail {
-  id: string;
-  status: 'pending' | 'processing' | 'generated' | 'failed';
-  error?: string;
-  metadata: { contents: { duration?: number; interval?: number }[]; audio?: string };
-}
-
 /** Runs one synthesis on `target`, reporting progress, and writes the MP3 to `request.out`. */
 export async function synthesize(
   target: SynthTarget,
@@ -149,53 +117,32 @@ export async function synthesize(
     body = { text: request.text, splitter: withVoiceIds(request.splitter.config, ids) };
   }
   const task = parseData<{ id: string }>(await call('POST', '/api/tts/generate', body), 'creating the task');
-  const deadline = Date.now() + request.timeoutSeconds * 1000;
-  for (;;) {
-    const detail = parseData<TaskDetail>(
-      await call('GET', `/api/tts/generate/${task.id}`),
-      'reading the task',
-    );
-    const contents = detail.metadata.contents;
-    const progress: SynthProgress = {
-      piecesDone: contents.filter((c) => c.duration !== undefined).length,
-      pieces: contents.length,
-      audioSeconds: contents.reduce((sum, c) => sum + (c.duration ?? 0), 0),
-      wallSeconds: (performance.now() - started) / 1000,
-    };
-    onProgress(progress);
-    if (detail.status === 'failed')
-      throw new CliError(`the task failed: ${detail.error ?? 'no reason given'}`, 1);
-    if (detail.status === 'generated' && detail.metadata.audio !== undefined) {
-      const audioUrl = new URL(detail.metadata.audio);
-      const audio = await call('GET', `${audioUrl.pathname}${audioUrl.search}`);
-      if (audio.status !== 200) throw new CliError(`downloading the audio: HTTP ${audio.status}`, 1);
-      await writeFile(request.out, audio.body).catch((err: unknown) => {
-        throw new CliError(
-          `cannot write ${request.out}: ${err instanceof Error ? err.message : String(err)}`,
-          1,
-        );
-      });
-      // The audio of the whole task: the pieces and the silences between them.
-      const audioSeconds = contents.reduce(
-        (sum, c, n) => sum + (c.duration ?? 0) + (n < contents.length - 1 ? (c.interval ?? 0) : 0),
-        0,
-      );
-      const wallSeconds = (performance.now() - started) / 1000;
-      return {
-        ...progress,
-        audioSeconds,
-        wallSeconds,
-        taskId: task.id,
-        realtimeFactor: wallSeconds > 0 ? audioSeconds / wallSeconds : 0,
-        file: request.out,
-        bytes: audio.body.length,
-      };
-    }
-    if (Date.now() > deadline) {
-      throw new CliError(`the task is still ${detail.status} after ${request.timeoutSeconds} s`, 1);
-    }
-    await sleep(200);
-  }
+  const finished = await watchTask(
+    call,
+    task.id,
+    { timeoutSeconds: request.timeoutSeconds, intervalMs: 200 },
+    ({ piecesDone, pieces, audioSeconds }) =>
+      onProgress({ piecesDone, pieces, audioSeconds, wallSeconds: (performance.now() - started) / 1000 }),
+  );
+  if (finished.audio === undefined) throw new CliError('the generated task has no audio URL', 1);
+  const audioUrl = new URL(finished.audio);
+  const audio = await call('GET', `${audioUrl.pathname}${audioUrl.search}`);
+  if (audio.status !== 200) throw new CliError(`downloading the audio: HTTP ${audio.status}`, 1);
+  await writeFile(request.out, audio.body).catch((err: unknown) => {
+    throw new CliError(`cannot write ${request.out}: ${err instanceof Error ? err.message : String(err)}`, 1);
+  });
+  const wallSeconds = (performance.now() - started) / 1000;
+  return {
+    piecesDone: finished.piecesDone,
+    pieces: finished.pieces,
+    // The audio of the whole task: the pieces and the silences between them.
+    audioSeconds: finished.totalSeconds,
+    wallSeconds,
+    taskId: task.id,
+    realtimeFactor: wallSeconds > 0 ? finished.totalSeconds / wallSeconds : 0,
+    file: request.out,
+    bytes: audio.body.length,
+  };
 }
 
 /** A running server's public API at `url`, with `key`. Unreachable → exit code 2. */

@@ -4,7 +4,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CliError } from './cli-error.js';
-import { parseData, type ApiCall } from './synth.js';
+import { parseData, type ApiCall } from './api-call.js';
 
 /** A task as the list shows it (summaries: no texts). */
 export interface TaskSummary {
@@ -67,6 +67,8 @@ export interface TaskProgress {
   pieces: number;
   /** Seconds of audio generated so far. */
   audioSeconds: number;
+  /** Seconds of the whole task's audio so far: the generated pieces and the silences between them. */
+  totalSeconds: number;
   error?: string;
   audio?: string;
 }
@@ -75,7 +77,7 @@ interface TaskDetail {
   id: string;
   status: TaskSummary['status'];
   error?: string;
-  metadata: { contents: { duration?: number }[]; audio?: string };
+  metadata: { contents: { duration?: number; interval?: number }[]; audio?: string };
 }
 
 function progressOf(detail: TaskDetail): TaskProgress {
@@ -86,6 +88,10 @@ function progressOf(detail: TaskDetail): TaskProgress {
     piecesDone: contents.filter((c) => c.duration !== undefined).length,
     pieces: contents.length,
     audioSeconds: contents.reduce((sum, c) => sum + (c.duration ?? 0), 0),
+    totalSeconds: contents.reduce(
+      (sum, c, n) => sum + (c.duration ?? 0) + (n < contents.length - 1 ? (c.interval ?? 0) : 0),
+      0,
+    ),
     ...(detail.error !== undefined && { error: detail.error }),
     ...(detail.metadata.audio !== undefined && { audio: detail.metadata.audio }),
   };
