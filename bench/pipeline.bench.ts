@@ -8,92 +8,18 @@
  * Prints a Markdown table for docs/benchmarks.md. Median of `runs` (default 5) after one warm-up.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { encodePiece } from '../src/audio/continuous-encoder.js';
 import { createEncoderPool, type EncoderPool } from '../src/audio/encoder-pool.js';
-import type { SpeechEngine, SynthesisRequest } from '../src/audio/engines/engine.js';
+import type { SynthesisRequest } from '../src/audio/engines/engine.js';
 import { createEspeakEngine } from '../src/audio/engines/espeak.engine.js';
-import { CANONICAL_RATE, concatPcm, monoToStereo, pcmToBuffer } from '../src/audio/pcm.js';
+import { CANONICAL_RATE, monoToStereo, pcmToBuffer } from '../src/audio/pcm.js';
+import { chunks, drain, median, PARAGRAPH, synthesize, timed, type Timing } from './lib/audio.js';
 
 const run = promisify(execFile);
-
-const PARAGRAPH = `
-The old lighthouse stood at the end of a narrow spit of land, where the river met the sea and the
-wind never quite stopped. For more than a century its keepers had climbed the spiral stairs each
-evening to light the lamp, polish the great lens, and watch the dark water for ships that might
-need a warning. The last keeper, a quiet woman named Ellen, kept a journal of every storm she saw.
-She wrote about the colour of the sky before the rain, the sound the glass made when the gusts
-pushed against it, and the fishing boats that hurried home as the light faded. Her entries were
-short, but they were careful, and over the years they became a kind of map of the weather itself.
-When the lighthouse was finally automated, the journal was given to the town library, where it
-sat on a shelf for decades before a student found it by accident. She was studying the climate of
-the coast, and she realised that the notes described patterns no instrument had recorded at the
-time. With the help of her professor, she compared the old entries with modern measurements and
-discovered that the storms had grown stronger and more frequent, just as the keeper had suspected.
-The study was published, the journal was scanned and shared online, and visitors began to arrive
-at the lighthouse again, not for the view alone but to see where the story had begun. Today a
-small museum occupies the keeper's cottage. Children press their faces against the glass cases,
-reading the neat handwriting, and imagine the long nights spent watching the horizon. Outside, the
-lamp still turns, guided by a computer now, but the people who live nearby say that on windy
-evenings they can almost hear footsteps on the stairs, as if someone is still making sure the
-light will shine for anyone lost at sea.`
-  .replace(/\s+/g, ' ')
-  .trim();
-
-interface Timing {
-  wall: number;
-  cpu: number;
-}
-
-/** CPU seconds of waited-for child processes (Linux /proc, 10 ms ticks); NaN elsewhere. */
-async function childCpuSeconds(): Promise<number> {
-  try {
-    const stat = await readFile('/proc/self/stat', 'utf8');
-    // Fields after the parenthesised command name; cutime and cstime are fields 16 and 17.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[13]) + Number(fields[14])) / 100;
-  } catch {
-    return NaN;
-  }
-}
-
-/** Wall time and CPU time (this process's threads, or its children with `children`). */
-async function timed(fn: () => Promise<void>, children = false): Promise<Timing> {
-  const cpu0 = process.cpuUsage();
-  const child0 = await childCpuSeconds();
-  const t0 = process.hrtime.bigint();
-  await fn();
-  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
-  if (children) return { wall, cpu: (await childCpuSeconds()) - child0 };
-  const cpu = process.cpuUsage(cpu0);
-  return { wall, cpu: (cpu.user + cpu.system) / 1e6 };
-}
-
-function median(values: number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)] ?? NaN;
-}
-
-async function drain(stream: AsyncIterable<Uint8Array>): Promise<number> {
-  let bytes = 0;
-  for await (const b of stream) bytes += b.length;
-  return bytes;
-}
-
-async function synthesize(engine: SpeechEngine, req: SynthesisRequest): Promise<Int16Array> {
-  const chunks: Int16Array[] = [];
-  for await (const pcm of engine.synthesize(req, new AbortController().signal)) chunks.push(pcm);
-  return concatPcm(chunks);
-}
-
-/** Feeds PCM in 100 ms chunks, as an engine would. */
-function* chunks(pcm: Int16Array): Generator<Int16Array> {
-  const step = CANONICAL_RATE / 10;
-  for (let o = 0; o < pcm.length; o += step) yield pcm.slice(o, o + step);
-}
 
 async function main(): Promise<void> {
   const runs = Number(process.argv[2] ?? 5);
@@ -168,16 +94,16 @@ async function main(): Promise<void> {
     console.log('| stage | wall | realtime factor (wall) | CPU (all threads) | realtime factor (CPU) |');
     console.log('|---|---|---|---|---|');
     console.log(
-      `| pipeline: espeak + resample + wasm LAME 320k | ${pWall.toFixed(3)} s | ${rtf(pWall)}× | ${pCpu.toFixed(3)} s | ${rtf(pCpu)}× |`,
+      `| pipeline: espeak + resample + ${pool.lame} LAME 320k | ${pWall.toFixed(3)} s | ${rtf(pWall)}× | ${pCpu.toFixed(3)} s | ${rtf(pCpu)}× |`,
     );
     console.log(
-      `| encode only: wasm LAME 320k (encoder pool) | ${eWall.toFixed(3)} s | ${rtf(eWall)}× | ${eCpu.toFixed(3)} s | ${rtf(eCpu)}× |`,
+      `| encode only: ${pool.lame} LAME 320k (encoder pool) | ${eWall.toFixed(3)} s | ${rtf(eWall)}× | ${eCpu.toFixed(3)} s | ${rtf(eCpu)}× |`,
     );
     console.log(
       `| encode only: native lame CLI (\`lame ${lameArgs.slice(0, 10).join(' ')}\`) | ${lWall.toFixed(3)} s | ${rtf(lWall)}× | ${lCpu.toFixed(2)} s | ${rtf(lCpu)}× |`,
     );
     console.log(
-      `\nwasm encode speed / native lame speed: ${(lWall / eWall).toFixed(2)} (wall), ${(lCpu / eCpu).toFixed(2)} (CPU)`,
+      `\n${pool.lame} LAME encode speed / lame CLI speed: ${(lWall / eWall).toFixed(2)} (wall), ${(lCpu / eCpu).toFixed(2)} (CPU)`,
     );
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests and benchmarks need: ffmpeg/ffprobe (decode checks of the
-# produced MP3s), lame (the native reference encoder of bench/), and the servers of the scale-out
+# produced MP3s), lame (the native reference encoder of bench/), libmp3lame-dev (the header the
+# native LAME addon is built against at npm ci; without it the wasm build is used), and the servers of the scale-out
 # tests: PostgreSQL, Redis and nginx (started by scripts/test-servers.sh, not here), and Chromium for
 # the web console's end-to-end test (driven by playwright-core, never a downloaded browser). Idempotent;
 # skips what is present.
@@ -8,6 +9,7 @@ set -euo pipefail
 need=()
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
 command -v lame >/dev/null || need+=(lame)
+[ -f /usr/include/lame/lame.h ] || need+=(libmp3lame-dev)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v nginx >/dev/null || need+=(nginx)

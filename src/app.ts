@@ -9,6 +9,7 @@ import { AccountService } from './accounts/account-service.js';
 import { openAdapters } from './adapters.js';
 import { AdminService } from './admin/admin-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
+import { resolveLameBuild } from './audio/lame-stream.js';
 import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
 import { listEspeakVoices } from './audio/engines/espeak.engine.js';
 import type { AppConfig } from './config/config.js';
@@ -94,6 +95,8 @@ function rateLimitKey(request: FastifyRequest): string {
 const SHUTDOWN_GRACE_MS = 2_000;
 
 export async function buildApp(config: AppConfig, options: AppOptions = {}): Promise<App> {
+  // Before anything is opened: MP3_ENCODER=native without the addon is a start error.
+  const lame = resolveLameBuild(config.mp3Encoder);
   const http = createHttpServer(config, options.logger);
   const adapters = await openAdapters(config, {
     pgliteTemplate: options.pgliteTemplate,
@@ -118,8 +121,13 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     timeouts: config.engineTimeouts,
     ...(config.synthesisThreads !== undefined && { synthesisThreads: config.synthesisThreads }),
   });
-  const encoders = createEncoderPool(
-    config.encoderThreads !== undefined ? { size: config.encoderThreads } : {},
+  const encoders = createEncoderPool({
+    lame,
+    ...(config.encoderThreads !== undefined ? { size: config.encoderThreads } : {}),
+  });
+  http.log.info(
+    { mp3Encoder: lame },
+    `MP3 encoding: ${lame === 'native' ? 'native libmp3lame' : 'wasm LAME'}`,
   );
   let stream: StreamService | undefined;
   let runner: TaskRunner | undefined;

@@ -3,9 +3,11 @@ import { after, describe, it } from 'node:test';
 import { ffmpegErrors, probeAudio } from '../../test/helpers/audio-check.js';
 import { isAppError } from '../errors/app-error.js';
 import { createEncoderPool, type Mp3Encoder } from './encoder-pool.js';
+import type { LameBuild } from './lame-stream.js';
+import { nativeLameLoadError } from './lame-stream.native.js';
 
-const pool = createEncoderPool({ size: 2 });
-after(() => pool.close());
+/** Every build this machine has: the same suite runs on each (lame-stream.test.ts requires native where libmp3lame-dev is installed). */
+const builds: LameBuild[] = nativeLameLoadError() === undefined ? ['native', 'wasm'] : ['wasm'];
 
 /** A tone with a little noise: not trivially compressible, fixed seed so runs agree. */
 function signal(samples: number): Int16Array {
@@ -33,117 +35,122 @@ async function encodeChunked(
   return Buffer.concat(out);
 }
 
-describe('encoder pool', () => {
-  it('writes untagged 320 kbps CBR, 44.1 kHz stereo MP3 that ffmpeg decodes cleanly', async () => {
-    const mp3 = await encodeChunked(pool.open(), signal(44100 * 2), [11520]);
-    assert.notEqual(Buffer.from(mp3.subarray(0, 3)).toString('latin1'), 'ID3');
-    for (const tag of ['Xing', 'Info']) assert.equal(Buffer.from(mp3).indexOf(tag), -1, `no ${tag} tag`);
-    assert.equal(await ffmpegErrors(mp3), '');
-    const info = await probeAudio(mp3);
-    assert.deepEqual([info.codec, info.sampleRate, info.channels, info.bitRate], ['mp3', 44100, 2, 320000]);
-    assert.ok(
-      info.durationSeconds >= 2 && info.durationSeconds < 2 + 0.052,
-      `duration ${info.durationSeconds}`,
-    );
-  });
+for (const lame of builds) {
+  describe(`encoder pool (${lame} LAME)`, () => {
+    const pool = createEncoderPool({ size: 2, lame });
+    after(() => pool.close());
 
-  it('is deterministic: the same PCM in different chunkings gives identical bytes', async () => {
-    const pcm = signal(44100 * 3 + 77);
-    const whole = await encodeChunked(pool.open(), pcm, [pcm.length]);
-    for (const sizes of [[1152 * 10], [1000], [4410, 17, 3333, 1152]]) {
-      assert.deepEqual(await encodeChunked(pool.open(), pcm, sizes), whole, `chunking ${sizes.join(',')}`);
-    }
-  });
+    it('writes untagged 320 kbps CBR, 44.1 kHz stereo MP3 that ffmpeg decodes cleanly', async () => {
+      const mp3 = await encodeChunked(pool.open(), signal(44100 * 2), [11520]);
+      assert.notEqual(Buffer.from(mp3.subarray(0, 3)).toString('latin1'), 'ID3');
+      for (const tag of ['Xing', 'Info']) assert.equal(Buffer.from(mp3).indexOf(tag), -1, `no ${tag} tag`);
+      assert.equal(await ffmpegErrors(mp3), '');
+      const info = await probeAudio(mp3);
+      assert.deepEqual([info.codec, info.sampleRate, info.channels, info.bitRate], ['mp3', 44100, 2, 320000]);
+      assert.ok(
+        info.durationSeconds >= 2 && info.durationSeconds < 2 + 0.052,
+        `duration ${info.durationSeconds}`,
+      );
+    });
 
-  it('serves many streams at once, each with its own encoder', async () => {
-    const pcm = signal(44100);
-    const results = await Promise.all(
-      Array.from({ length: 6 }, () => encodeChunked(pool.open(), pcm, [5000])),
-    );
-    for (const r of results) assert.deepEqual(r, results[0]);
-  });
+    it('is deterministic: the same PCM in different chunkings gives identical bytes', async () => {
+      const pcm = signal(44100 * 3 + 77);
+      const whole = await encodeChunked(pool.open(), pcm, [pcm.length]);
+      for (const sizes of [[1152 * 10], [1000], [4410, 17, 3333, 1152]]) {
+        assert.deepEqual(await encodeChunked(pool.open(), pcm, sizes), whole, `chunking ${sizes.join(',')}`);
+      }
+    });
 
-  it('encodes interactive streams on their own worker, to the same bytes, beside busy batch streams', async () => {
-    const pcm = signal(44100 * 2);
-    const batch = Array.from({ length: 4 }, () => pool.open());
-    const busy = Promise.all(batch.map((encoder) => encodeChunked(encoder, signal(44100 * 20), [11520])));
-    const interactive = pool.open({ interactive: true });
-    assert.equal(pool.openStreams, 5);
-    const quick = await encodeChunked(interactive, pcm, [4410]);
-    assert.deepEqual(quick, await encodeChunked(pool.open(), pcm, [pcm.length]), 'the same encoding');
-    await busy;
-    assert.equal(pool.openStreams, 0);
-  });
+    it('serves many streams at once, each with its own encoder', async () => {
+      const pcm = signal(44100);
+      const results = await Promise.all(
+        Array.from({ length: 6 }, () => encodeChunked(pool.open(), pcm, [5000])),
+      );
+      for (const r of results) assert.deepEqual(r, results[0]);
+    });
 
-  it('starts a new stream while busy streams keep its worker saturated (not after they end)', async () => {
-    // Busy streams that send their next chunk as soon as the last is answered, as live pipelines do.
-    const CALLS = 120;
-    let callsDone = 0;
-    const busy = Promise.all(
-      Array.from({ length: 8 }, async () => {
-        const encoder = pool.open();
-        for (let k = 0; k < CALLS; k++) {
-          await encoder.encode(signal(11520));
-          callsDone++;
-        }
-        await encoder.finish();
-      }),
-    );
-    // Once they are under way, a new stream on the same workers: its first bytes must come while
-    // the busy ones are still at work, not once they are done (the flow used to starve its start).
-    while (callsDone < 40) await new Promise((resolve) => setImmediate(resolve));
-    const late = pool.open();
-    let bytes = 0;
-    while (bytes === 0) bytes += (await late.encode(signal(11520))).length;
-    const doneWhenLateAnswered = callsDone;
-    late.abort();
-    await busy;
-    assert.ok(
-      doneWhenLateAnswered < (8 * CALLS) / 2,
-      `the new stream answered after ${doneWhenLateAnswered} of ${8 * CALLS} busy calls`,
-    );
-  });
+    it('encodes interactive streams on their own worker, to the same bytes, beside busy batch streams', async () => {
+      const pcm = signal(44100 * 2);
+      const batch = Array.from({ length: 4 }, () => pool.open());
+      const busy = Promise.all(batch.map((encoder) => encodeChunked(encoder, signal(44100 * 20), [11520])));
+      const interactive = pool.open({ interactive: true });
+      assert.equal(pool.openStreams, 5);
+      const quick = await encodeChunked(interactive, pcm, [4410]);
+      assert.deepEqual(quick, await encodeChunked(pool.open(), pcm, [pcm.length]), 'the same encoding');
+      await busy;
+      assert.equal(pool.openStreams, 0);
+    });
 
-  it('allows one call in flight and nothing after finish or abort', async () => {
-    const enc = pool.open();
-    const first = enc.encode(signal(4410));
-    await assert.rejects(enc.encode(signal(4410)), /one call in flight/);
-    await assert.rejects(enc.finish(), /one call in flight/);
-    await first;
-    await enc.finish();
-    await assert.rejects(enc.encode(signal(10)), /finished or aborted/);
+    it('starts a new stream while busy streams keep its worker saturated (not after they end)', async () => {
+      // Busy streams that send their next chunk as soon as the last is answered, as live pipelines do.
+      const CALLS = 120;
+      let callsDone = 0;
+      const busy = Promise.all(
+        Array.from({ length: 8 }, async () => {
+          const encoder = pool.open();
+          for (let k = 0; k < CALLS; k++) {
+            await encoder.encode(signal(11520));
+            callsDone++;
+          }
+          await encoder.finish();
+        }),
+      );
+      // Once they are under way, a new stream on the same workers: its first bytes must come while
+      // the busy ones are still at work, not once they are done (the flow used to starve its start).
+      while (callsDone < 40) await new Promise((resolve) => setImmediate(resolve));
+      const late = pool.open();
+      let bytes = 0;
+      while (bytes === 0) bytes += (await late.encode(signal(11520))).length;
+      const doneWhenLateAnswered = callsDone;
+      late.abort();
+      await busy;
+      assert.ok(
+        doneWhenLateAnswered < (8 * CALLS) / 2,
+        `the new stream answered after ${doneWhenLateAnswered} of ${8 * CALLS} busy calls`,
+      );
+    });
 
-    const aborted = pool.open();
-    const pending = aborted.encode(signal(44100));
-    aborted.abort();
-    await assert.rejects(pending, /aborted/);
-    await assert.rejects(aborted.finish(), /finished or aborted/);
-  });
+    it('allows one call in flight and nothing after finish or abort', async () => {
+      const enc = pool.open();
+      const first = enc.encode(signal(4410));
+      await assert.rejects(enc.encode(signal(4410)), /one call in flight/);
+      await assert.rejects(enc.finish(), /one call in flight/);
+      await first;
+      await enc.finish();
+      await assert.rejects(enc.encode(signal(10)), /finished or aborted/);
 
-  it('does not detach a view the caller still uses', async () => {
-    const pcm = signal(20000);
-    const enc = pool.open();
-    await enc.encode(pcm.subarray(0, 10000));
-    enc.abort();
-    assert.equal(pcm.length, 20000);
-  });
+      const aborted = pool.open();
+      const pending = aborted.encode(signal(44100));
+      aborted.abort();
+      await assert.rejects(pending, /aborted/);
+      await assert.rejects(aborted.finish(), /finished or aborted/);
+    });
 
-  it('rejects the pending call of a dead worker instead of hanging, then recovers', async () => {
-    const victims = [pool.open(), pool.open()];
-    // 30 s of PCM keeps the worker busy well past the terminate() below.
-    const pending = victims.map((v) =>
-      assert.rejects(
-        v.encode(signal(44100 * 30)),
+    it('does not detach a view the caller still uses', async () => {
+      const pcm = signal(20000);
+      const enc = pool.open();
+      await enc.encode(pcm.subarray(0, 10000));
+      enc.abort();
+      assert.equal(pcm.length, 20000);
+    });
+
+    it('rejects the pending call of a dead worker instead of hanging, then recovers', async () => {
+      const victims = [pool.open(), pool.open()];
+      // 30 s of PCM keeps the worker busy well past the terminate() below.
+      const pending = victims.map((v) =>
+        assert.rejects(
+          v.encode(signal(44100 * 30)),
+          (err) => isAppError(err) && err.code === 'TTS_GENERATE_FAILED',
+        ),
+      );
+      await pool.terminateWorkers();
+      await Promise.all(pending);
+      await assert.rejects(
+        victims[0]?.encode(signal(10)) ?? Promise.resolve(),
         (err) => isAppError(err) && err.code === 'TTS_GENERATE_FAILED',
-      ),
-    );
-    await pool.terminateWorkers();
-    await Promise.all(pending);
-    await assert.rejects(
-      victims[0]?.encode(signal(10)) ?? Promise.resolve(),
-      (err) => isAppError(err) && err.code === 'TTS_GENERATE_FAILED',
-    );
-    const fresh = await encodeChunked(pool.open(), signal(44100), [11520]);
-    assert.equal(await ffmpegErrors(fresh), '');
+      );
+      const fresh = await encodeChunked(pool.open(), signal(44100), [11520]);
+      assert.equal(await ffmpegErrors(fresh), '');
+    });
   });
-});
+}

@@ -1,5 +1,6 @@
 /**
- * MP3 encoding off the main thread: a few worker_threads, each hosting many wasm LAME instances.
+ * MP3 encoding off the main thread: a few worker_threads, each hosting many LAME instances (the
+ * native addon over Debian's libmp3lame when it loads, else the wasm build: same bytes).
  * Each `Mp3Encoder` is one continuous output stream (320 kbps CBR, 44.1 kHz stereo, untagged) and
  * allows one call in flight, so awaiting each call is the backpressure. A worker that dies rejects
  * its streams' pending calls and is replaced; other streams are unaffected.
@@ -8,6 +9,7 @@ import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
 import { AppError } from '../errors/app-error.js';
 import type { EncoderReply, EncoderRequest } from './encoder-protocol.js';
+import { resolveLameBuild, type LameBuild, type LameChoice } from './lame-stream.js';
 import { CANONICAL_RATE } from './pcm.js';
 import { siblingModuleUrl, startModuleWorker } from '../common/worker-url.js';
 
@@ -28,11 +30,15 @@ export interface Mp3Encoder {
 export interface EncoderPoolOptions {
   /** Worker threads; default min(2, availableParallelism()). */
   size?: number;
+  /** LAME build (`MP3_ENCODER`): default `auto`, the native addon when it loads, else wasm. */
+  lame?: LameChoice;
 }
 
 /** A pool of encoder workers; `open()` assigns a new stream to the least-loaded worker. */
 export interface EncoderPool {
   readonly size: number;
+  /** The LAME build the workers use (resolved from the option when the pool was created). */
+  readonly lame: LameBuild;
   /**
    * Opens a new MP3 stream. `interactive`: a client is waiting on it (a one-shot, a short task):
    * it gets the pool's interactive worker, which runs at normal priority and never queues behind
@@ -51,7 +57,10 @@ export interface EncoderPool {
 
 /** Creates an encoder pool; close it on shutdown (its workers keep the process alive). */
 export function createEncoderPool(options: EncoderPoolOptions = {}): EncoderPool {
-  return new WorkerEncoderPool(options.size ?? Math.min(2, availableParallelism()));
+  return new WorkerEncoderPool(
+    options.size ?? Math.min(2, availableParallelism()),
+    resolveLameBuild(options.lame ?? 'auto'),
+  );
 }
 
 interface Pending {
@@ -137,8 +146,9 @@ class Slot {
     encoded: EncoderPool['encoded'],
     /** The interactive worker (normal priority, only interactive streams), or a batch one. */
     readonly interactive: boolean,
+    lame: LameBuild,
   ) {
-    this.worker = startModuleWorker(url, { interactive });
+    this.worker = startModuleWorker(url, { interactive, lame });
     this.worker.on('message', (reply: EncoderReply) => {
       if (reply.ok) {
         encoded.audioSeconds += reply.samples / CANONICAL_RATE;
@@ -177,7 +187,10 @@ class WorkerEncoderPool implements EncoderPool {
   private closed = false;
   readonly encoded = { audioSeconds: 0, workerSeconds: 0 };
 
-  constructor(readonly size: number) {
+  constructor(
+    readonly size: number,
+    readonly lame: LameBuild,
+  ) {
     if (!Number.isInteger(size) || size < 1)
       throw new RangeError(`encoder pool size must be a positive integer, got ${size}`);
     // Workers start with the first stream of their kind: an idle service holds none (issue 14, idle RSS).
@@ -221,7 +234,7 @@ class WorkerEncoderPool implements EncoderPool {
   }
 
   private spawn(interactive: boolean): Slot {
-    return new Slot(this.url, (slot) => this.onExit(slot), this.encoded, interactive);
+    return new Slot(this.url, (slot) => this.onExit(slot), this.encoded, interactive, this.lame);
   }
 
   private onExit(slot: Slot): void {

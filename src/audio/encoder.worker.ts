@@ -1,59 +1,53 @@
 /**
- * Encoder worker: hosts many wasm LAME instances (one per output stream, keyed by id) so MP3
- * encoding never runs on the event loop. Always 320 kbps CBR, 44.1 kHz, stereo from mono input
- * (both channels equal), no ID3/Xing tag (the stream is one continuous, untagged MP3).
+ * Encoder worker: hosts many LAME instances (one per output stream, keyed by id) so MP3 encoding
+ * never runs on the event loop. The build (native addon or wasm) is the pool's choice, passed in
+ * workerData; both produce the same bytes (see lame-stream.ts).
  */
-import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { parentPort, workerData } from 'node:worker_threads';
-import { createEncoder, type WasmMediaEncoder } from 'wasm-media-encoders';
 import type { EncoderReply, EncoderRequest } from './encoder-protocol.js';
-import { CANONICAL_RATE, pcmToFloat } from './pcm.js';
+import { openLameStream, type LameBuild, type LameStream } from './lame-stream.js';
 import { lowerThreadPriority } from './worker-priority.js';
 
-type Lame = WasmMediaEncoder<'audio/mpeg'>;
+/** What the pool passes to each worker. */
+interface EncoderWorkerData {
+  interactive?: boolean;
+  lame?: LameBuild;
+}
 
 const port = parentPort;
 if (port === null) throw new Error('encoder.worker must run in a worker thread');
+const data = (workerData ?? {}) as EncoderWorkerData;
 // Batch workers yield the CPU to the event loop; the pool's interactive worker keeps normal priority.
-if ((workerData as { interactive?: boolean } | null)?.interactive !== true) lowerThreadPriority();
+if (data.interactive !== true) lowerThreadPriority();
+const build: LameBuild = data.lame ?? 'wasm';
 
-// The project's lib (ES2023, no DOM) has no WebAssembly typings; Node has the global.
-const { WebAssembly: wasm } = globalThis as unknown as {
-  WebAssembly: { compile(bytes: Uint8Array): Promise<object> };
-};
-
-// Compile the wasm once per worker; every instance then only instantiates it (≈1 MB each).
-const wasmModule = readFile(createRequire(import.meta.url).resolve('wasm-media-encoders/wasm/mp3')).then(
-  (bytes) => wasm.compile(bytes),
-);
-
-const instances = new Map<number, Promise<Lame>>();
-
-async function openLame(): Promise<Lame> {
-  const lame = await createEncoder('audio/mpeg', await wasmModule);
-  lame.configure({ channels: 2, sampleRate: CANONICAL_RATE, bitrate: 320, outputSampleRate: CANONICAL_RATE });
-  return lame;
-}
+const instances = new Map<number, Promise<LameStream>>();
 
 function reply(msg: EncoderReply): void {
-  if (msg.ok) port?.postMessage(msg, [msg.mp3.buffer as ArrayBuffer]);
-  else port?.postMessage(msg);
+  if (msg.ok) {
+    // Transfer the bytes; a view into a larger buffer is copied first (never hand over more).
+    const { mp3 } = msg;
+    const owned = mp3.byteOffset === 0 && mp3.byteLength === mp3.buffer.byteLength;
+    const out = owned ? mp3 : mp3.slice();
+    port?.postMessage({ ...msg, mp3: out }, [out.buffer as ArrayBuffer]);
+  } else port?.postMessage(msg);
 }
 
 async function handle(req: EncoderRequest): Promise<void> {
   switch (req.op) {
     case 'open': {
-      const lame = openLame();
+      const lame = openLameStream(build);
       // A failed open is reported by the next encode/finish that awaits it, not as an unhandled rejection.
       lame.catch(() => undefined);
       instances.set(req.id, lame);
       return;
     }
-    case 'abort':
-      // Dropping the instance frees its wasm memory with it.
+    case 'abort': {
+      const lame = instances.get(req.id);
       instances.delete(req.id);
+      lame?.then((l) => l.close()).catch(() => undefined);
       return;
+    }
     case 'encode':
     case 'finish': {
       const lame = instances.get(req.id);
@@ -67,17 +61,16 @@ async function handle(req: EncoderRequest): Promise<void> {
         let out: Uint8Array;
         let samples = 0;
         if (req.op === 'encode') {
-          const mono = pcmToFloat(req.pcm);
-          samples = mono.length;
-          out = instance.encode([mono, mono]);
+          samples = req.pcm.length;
+          out = instance.encode(req.pcm);
         } else {
           instances.delete(req.id);
-          out = instance.finalize();
+          out = instance.finish();
         }
-        // The returned view is owned by the wasm instance: copy before handing it over.
-        reply({ id: req.id, ok: true, mp3: out.slice(), samples, ms: performance.now() - started });
+        reply({ id: req.id, ok: true, mp3: out, samples, ms: performance.now() - started });
       } catch (err) {
         instances.delete(req.id);
+        lame.then((l) => l.close()).catch(() => undefined);
         reply({ id: req.id, ok: false, error: err instanceof Error ? err.message : String(err) });
       }
       return;

@@ -94,3 +94,12 @@ describe('loadConfig: per-account concurrency', () => {
     assert.equal(loadConfig({ ACCOUNT_MAX_CONCURRENT_TASKS: '0' }).accountQuotas.maxConcurrentTasks, 0);
   });
 });
+
+describe('loadConfig: MP3 encoder build', () => {
+  it('is auto by default, takes native or wasm, and names anything else', () => {
+    assert.equal(loadConfig({}).mp3Encoder, 'auto');
+    assert.equal(loadConfig({ MP3_ENCODER: 'wasm' }).mp3Encoder, 'wasm');
+    assert.equal(loadConfig({ MP3_ENCODER: 'native' }).mp3Encoder, 'native');
+    assert.match(problems({ MP3_ENCODER: 'ffmpeg' }).join('\n'), /MP3_ENCODER/);
+  });
+});

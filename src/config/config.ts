@@ -100,6 +100,8 @@ const envSchema = z.object({
   ONE_SHOT_START_TIMEOUT_MS: intFrom(100, 3_600_000).default(30_000),
   SYNTHESIS_THREADS: intFrom(1, 64).optional(),
   ENCODER_THREADS: intFrom(1, 64).optional(),
+  /** LAME build: the native addon over libmp3lame (built at install when libmp3lame-dev is present) or wasm; same bytes. */
+  MP3_ENCODER: z.enum(['auto', 'native', 'wasm']).default('auto'),
   MAX_TEXT_LENGTH: intFrom(1, 1_000_000).default(10_000),
   MAX_CONTENTS: intFrom(1, 10_000).default(200),
   /** Markers (placeholder keys and bracket spans) one splitter-mode text may hold (issue 11 finding 1). */
@@ -209,6 +211,8 @@ export interface AppConfig {
   oneShotStartTimeoutMs: number;
   synthesisThreads: number | undefined;
   encoderThreads: number | undefined;
+  /** `MP3_ENCODER`: which LAME build encodes (auto: native when the addon loads). */
+  mp3Encoder: 'auto' | 'native' | 'wasm';
   limits: {
     textLength: number;
     contents: number;
@@ -330,6 +334,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     oneShotStartTimeoutMs: e.ONE_SHOT_START_TIMEOUT_MS,
     synthesisThreads: e.SYNTHESIS_THREADS,
     encoderThreads: e.ENCODER_THREADS,
+    mp3Encoder: e.MP3_ENCODER,
     limits: {
       textLength: e.MAX_TEXT_LENGTH,
       contents: e.MAX_CONTENTS,
