@@ -16,6 +16,7 @@ import {
   percentile,
   report,
   runBench,
+  serverNodeArgsFromProcess,
   serverEnvFromProcess,
   startServer,
   type BenchServer,
@@ -97,7 +98,7 @@ async function main(): Promise<number> {
       RATE_LIMIT_MAX: '1000000',
       ...serverEnvFromProcess(),
     },
-    (process.env.SERVER_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== ''),
+    serverNodeArgsFromProcess(),
   );
   try {
     const voice = await api<{ id: string }>(server, 'POST', '/api/voice', { name: 'bench narrator' });

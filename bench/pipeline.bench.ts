@@ -1,115 +1,124 @@
 /**
- * Pipeline benchmark: `npx tsx bench/pipeline.bench.ts [runs]`.
- * 1. In-process pipeline (espeak-ng synthesis + 22.05→44.1 kHz resampling in the synthesis
- *    worker, 320 kbps encoding in the encoder worker) on a ~300-word paragraph, as a realtime
- *    factor: seconds of audio per wall-clock second and per CPU second (all threads of the process).
- * 2. The encode stage alone (wasm LAME via the encoder pool) against the native `lame` CLI on the
- *    same raw PCM, both timed by wall clock, as a speed ratio.
- * Prints a Markdown table for docs/benchmarks.md. Median of `runs` (default 5) after one warm-up.
+ * Whole embedded pipeline (issue 14): `npm run bench:pipeline [runs]` (also `npm run bench`).
+ * 1. Stage costs, one stream on one thread each, on a ~300-word paragraph: espeak-ng synthesis
+ *    (with the 22.05 → 44.1 kHz resampling in the synthesis worker) and 320 kbps encoding through
+ *    the encoder pool (the native LAME addon when it loads, else wasm), as CPU seconds per second
+ *    of audio (all threads of the process), and the pipeline of both for one stream.
+ * 2. All cores busy: synthesis threads and encoder workers one per core, 4 streams per core fed
+ *    as the service does (sentence by sentence through `encodePiece`); seconds of audio produced
+ *    per wall-clock second.
+ * The reference is the limit computed from the stage costs of the same run: cores ÷ (CPU-s of
+ * synthesis + encoding per audio-second). Target ≥ 0.85× of it; exits 1 below. Medians of `runs`
+ * (default 5) after a warm-up.
  */
-import { execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { availableParallelism, cpus, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { availableParallelism, cpus } from 'node:os';
 import { encodePiece } from '../src/audio/continuous-encoder.js';
-import { createEncoderPool, type EncoderPool } from '../src/audio/encoder-pool.js';
+import { createEncoderPool } from '../src/audio/encoder-pool.js';
 import type { SynthesisRequest } from '../src/audio/engines/engine.js';
 import { createEspeakEngine } from '../src/audio/engines/espeak.engine.js';
-import { CANONICAL_RATE, monoToStereo, pcmToBuffer } from '../src/audio/pcm.js';
+import { resolveLameBuild } from '../src/audio/lame-stream.js';
+import { CANONICAL_RATE } from '../src/audio/pcm.js';
 import { chunks, drain, median, PARAGRAPH, synthesize, timed, type Timing } from './lib/audio.js';
+import { report, runBench } from './lib/server.js';
 
-const run = promisify(execFile);
+const request: SynthesisRequest = {
+  text: PARAGRAPH,
+  voice: { engine: 'espeak', voice: 'en-us' },
+  speechRate: 1,
+};
 
-async function main(): Promise<void> {
+async function main(): Promise<number> {
   const runs = Number(process.argv[2] ?? 5);
+  const cores = availableParallelism();
+
+  // 1. Stage costs, one thread each.
   const engine = createEspeakEngine({ threads: 1 });
-  const pool: EncoderPool = createEncoderPool({ size: 1 });
-  const dir = await mkdtemp(join(tmpdir(), 'pipeline-bench-'));
+  const pool = createEncoderPool({ size: 1 });
+  let audioSeconds = 0;
+  const synth: Timing[] = [];
+  const encode: Timing[] = [];
+  const single: Timing[] = [];
   try {
-    const req: SynthesisRequest = {
-      text: PARAGRAPH,
-      voice: { engine: 'espeak', voice: 'en-us' },
-      speechRate: 1,
-    };
-    const words = PARAGRAPH.split(' ').length;
-
-    // Warm-up: worker threads start, wasm compiles, espeak loads its data.
-    const pcm = await synthesize(engine, req);
+    const pcm = await synthesize(engine, request); // warm-up: threads start, wasm compiles
     await drain(encodePiece(chunks(pcm), pool.open()));
-    const audioSeconds = pcm.length / CANONICAL_RATE;
-
-    const pipeline: Timing[] = [];
-    for (let i = 0; i < runs; i++) {
-      pipeline.push(
+    audioSeconds = pcm.length / CANONICAL_RATE;
+    for (let i = 0; i < runs; i++)
+      synth.push(await timed(async () => void (await synthesize(engine, request))));
+    for (let i = 0; i < runs; i++)
+      encode.push(await timed(async () => void (await drain(encodePiece(chunks(pcm), pool.open())))));
+    for (let i = 0; i < runs; i++)
+      single.push(
         await timed(
           async () =>
             void (await drain(
-              encodePiece(engine.synthesize(req, new AbortController().signal), pool.open()),
+              encodePiece(engine.synthesize(request, new AbortController().signal), pool.open()),
             )),
         ),
       );
-    }
-    const encodeOnly: Timing[] = [];
-    for (let i = 0; i < runs; i++)
-      encodeOnly.push(await timed(async () => void (await drain(encodePiece(chunks(pcm), pool.open())))));
-
-    const raw = join(dir, 'speech.raw');
-    await writeFile(raw, pcmToBuffer(monoToStereo(pcm)));
-    const lameArgs = [
-      '-r',
-      '-s',
-      '44.1',
-      '--bitwidth',
-      '16',
-      '-m',
-      'j',
-      '-b',
-      '320',
-      '--cbr',
-      '--silent',
-      raw,
-      join(dir, 'lame.mp3'),
-    ];
-    const lame: Timing[] = [];
-    for (let i = 0; i < runs + 1; i++) {
-      const t = await timed(async () => void (await run('lame', lameArgs)), true);
-      if (i > 0) lame.push(t); // first run warms the page cache
-    }
-
-    const rtf = (t: number): string => (audioSeconds / t).toFixed(0);
-    const pWall = median(pipeline.map((t) => t.wall));
-    const pCpu = median(pipeline.map((t) => t.cpu));
-    const eWall = median(encodeOnly.map((t) => t.wall));
-    const eCpu = median(encodeOnly.map((t) => t.cpu));
-    const lWall = median(lame.map((t) => t.wall));
-    const lCpu = median(lame.map((t) => t.cpu));
-
-    console.log(
-      `Machine: ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}`,
-    );
-    console.log(
-      `Input: ${words} words → ${audioSeconds.toFixed(2)} s of speech; median of ${runs} runs after a warm-up\n`,
-    );
-    console.log('| stage | wall | realtime factor (wall) | CPU (all threads) | realtime factor (CPU) |');
-    console.log('|---|---|---|---|---|');
-    console.log(
-      `| pipeline: espeak + resample + ${pool.lame} LAME 320k | ${pWall.toFixed(3)} s | ${rtf(pWall)}× | ${pCpu.toFixed(3)} s | ${rtf(pCpu)}× |`,
-    );
-    console.log(
-      `| encode only: ${pool.lame} LAME 320k (encoder pool) | ${eWall.toFixed(3)} s | ${rtf(eWall)}× | ${eCpu.toFixed(3)} s | ${rtf(eCpu)}× |`,
-    );
-    console.log(
-      `| encode only: native lame CLI (\`lame ${lameArgs.slice(0, 10).join(' ')}\`) | ${lWall.toFixed(3)} s | ${rtf(lWall)}× | ${lCpu.toFixed(2)} s | ${rtf(lCpu)}× |`,
-    );
-    console.log(
-      `\n${pool.lame} LAME encode speed / lame CLI speed: ${(lWall / eWall).toFixed(2)} (wall), ${(lCpu / eCpu).toFixed(2)} (CPU)`,
-    );
   } finally {
-    await rm(dir, { recursive: true, force: true });
     await pool.close();
     await engine.close();
   }
+  const lame = resolveLameBuild('auto');
+
+  // 2. All cores: one synthesis thread and one encoder worker per core, 4 streams per core.
+  const streams = 4 * cores;
+  const wide = createEspeakEngine({ threads: cores });
+  const widePool = createEncoderPool({ size: cores });
+  const allCores: Timing[] = [];
+  try {
+    const everyStream = () =>
+      Promise.all(
+        Array.from({ length: streams }, () =>
+          drain(encodePiece(wide.synthesize(request, new AbortController().signal), widePool.open())),
+        ),
+      );
+    await everyStream(); // warm-up: every thread started
+    for (let i = 0; i < Math.max(1, Math.ceil(runs / 2)); i++)
+      allCores.push(await timed(async () => void (await everyStream())));
+  } finally {
+    await widePool.close();
+    await wide.close();
+  }
+
+  const cpuPerAudioSecond = (t: Timing[]) => median(t.map((x) => x.cpu)) / audioSeconds;
+  const synthCost = cpuPerAudioSecond(synth);
+  const encodeCost = cpuPerAudioSecond(encode);
+  const limit = cores / (synthCost + encodeCost);
+  const measured = (streams * audioSeconds) / median(allCores.map((x) => x.wall));
+  const singleWall = median(single.map((x) => x.wall));
+  console.log(
+    `Machine: ${cpus()[0]?.model ?? 'unknown CPU'}, ${cores} cores, Node ${process.version}; ${lame} LAME`,
+  );
+  console.log(
+    `Input: ${PARAGRAPH.split(' ').length} words → ${audioSeconds.toFixed(1)} s of speech; medians of ${runs} runs`,
+  );
+  console.log(
+    `stage costs: synthesis + resampling ${(synthCost * 1000).toFixed(2)} ms CPU per audio-second (${(1 / synthCost).toFixed(0)}× realtime per CPU-s), ` +
+      `encoding ${(encodeCost * 1000).toFixed(2)} ms (${(1 / encodeCost).toFixed(0)}×); ` +
+      `one stream end to end ${(audioSeconds / singleWall).toFixed(0)}× realtime (wall), ${(audioSeconds / median(single.map((x) => x.cpu))).toFixed(0)}× per CPU-s`,
+  );
+  console.log(
+    `all cores: ${streams} streams at once → ${measured.toFixed(0)} s of audio per second; limit from the stage costs ${limit.toFixed(0)} s/s`,
+  );
+  return report('Whole embedded pipeline, all cores busy', [
+    {
+      metric: `audio seconds per second, ${streams} streams on ${cores} cores`,
+      ours: `${measured.toFixed(0)}×`,
+      reference: `limit ${limit.toFixed(0)}×`,
+      ratio: `${(measured / limit).toFixed(2)}×`,
+      target: '≥ 0.85× the limit',
+      pass: measured / limit >= 0.85,
+    },
+    {
+      metric: 'one stream end to end (wall)',
+      ours: `${(audioSeconds / singleWall).toFixed(0)}× realtime`,
+      reference: '—',
+      ratio: '—',
+      target: 'report',
+      pass: true,
+    },
+  ]);
 }
 
-await main();
+runBench(main);

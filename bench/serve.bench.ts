@@ -9,12 +9,12 @@
  * (bench/lib/bare-range-server.ts: the platform's ceiling, no framework, auth or logs). Prints
  * requests/s, non-206 answers and the ratios; exits 1 below 0.6× nginx.
  */
-import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { fork, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { startNginx } from './lib/nginx.js';
 import {
   cpuSeconds,
   ensureDebianPackages,
@@ -22,6 +22,7 @@ import {
   freePort,
   report,
   runBench,
+  serverNodeArgsFromProcess,
   startServer,
 } from './lib/server.js';
 
@@ -74,42 +75,6 @@ async function wrk(url: string, scriptPath: string): Promise<WrkResult> {
   };
 }
 
-async function startNginx(root: string, port: number): Promise<() => Promise<void>> {
-  const conf = join(root, 'nginx.conf');
-  await writeFile(
-    conf,
-    `worker_processes 1;
-daemon off;
-pid ${root}/nginx.pid;
-error_log ${root}/error.log warn;
-events { worker_connections 4096; }
-http {
-  sendfile on;
-  keepalive_requests 1000000;
-  access_log ${root}/access.log;
-  client_body_temp_path ${root}/body; proxy_temp_path ${root}/proxy; fastcgi_temp_path ${root}/fastcgi;
-  uwsgi_temp_path ${root}/uwsgi; scgi_temp_path ${root}/scgi;
-  types { audio/mpeg mp3; }
-  server { listen 127.0.0.1:${port}; root ${root}/www; }
-}
-`,
-  );
-  const child = spawn('nginx', ['-c', conf, '-p', root], { stdio: 'inherit' });
-  for (let i = 0; ; i++) {
-    const status = await fetch(`http://127.0.0.1:${port}/audio.mp3`, { method: 'HEAD' }).then(
-      (r) => r.status,
-      () => 0,
-    );
-    if (status === 200) break;
-    if (i === 50) throw new Error(`nginx answers ${status} for the file (see ${root}/error.log)`);
-    await sleep(100);
-  }
-  return async () => {
-    child.kill('SIGQUIT');
-    await new Promise((resolve) => child.once('exit', resolve));
-  };
-}
-
 async function main(): Promise<number> {
   ensureDebianPackages({ nginx: 'nginx', wrk: 'wrk' });
   const server = await startServer(
@@ -118,7 +83,7 @@ async function main(): Promise<number> {
       STREAM_RATE_LIMIT_MAX: '1000000',
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
     },
-    (process.env.SERVER_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== ''),
+    serverNodeArgsFromProcess(),
   );
   const root = await mkdtemp(join(tmpdir(), 'voicegen-bench-nginx-'));
   let stopNginx: (() => Promise<void>) | undefined;

@@ -221,6 +221,11 @@ export function serverEnvFromProcess(): Record<string, string> {
   );
 }
 
+/** SERVER_NODE_ARGS ("--cpu-prof --cpu-prof-dir=/tmp/prof"): extra node flags for the server under benchmark. */
+export function serverNodeArgsFromProcess(): string[] {
+  return (process.env.SERVER_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '');
+}
+
 /** Runs a benchmark's main and exits with its code (1 = a target missed), or 2 when it failed. */
 export function runBench(main: () => Promise<number>): void {
   main().then(

@@ -177,6 +177,12 @@ export class TaskService implements StreamTaskLookup {
    * deletion: served without a database lookup per request (issue 14: finished-audio serving).
    */
   private readonly finished: TtlCache<string, FinishedTask>;
+  /**
+   * Lookups of unfinished tasks in flight: requests for the same task that arrive meanwhile share
+   * the answer instead of queueing their own (a crowd of listeners joining one live session made
+   * 1,000 lookups, serialised on the database, and waited seconds: issue 14, bench:listeners).
+   */
+  private readonly lookingUp = new Map<string, Promise<FinishedTask>>();
 
   /** Validates and queues a task; voices must exist in the caller's account. */
   async create(accountId: string, body: unknown, lookupSplitter: SplitterLookup): Promise<TaskDetailView> {
@@ -350,9 +356,18 @@ export class TaskService implements StreamTaskLookup {
   }
 
   /** The task's stream view and audio keys: remembered once it has finished, else read each time. */
-  private async lookUp(taskId: string): Promise<FinishedTask> {
+  private lookUp(taskId: string): Promise<FinishedTask> {
     const remembered = this.finished.get(taskId);
-    if (remembered !== undefined) return remembered;
+    if (remembered !== undefined) return Promise.resolve(remembered);
+    let lookup = this.lookingUp.get(taskId);
+    if (lookup === undefined) {
+      lookup = this.readStreamRows(taskId).finally(() => this.lookingUp.delete(taskId));
+      this.lookingUp.set(taskId, lookup);
+    }
+    return lookup;
+  }
+
+  private async readStreamRows(taskId: string): Promise<FinishedTask> {
     const rows = await this.store.streamRows(taskId);
     if (!rows) throw errors.notFound('GENERATE_NOT_FOUND', `task ${taskId}`);
     const { task, pieces } = rows;

@@ -1,0 +1,69 @@
+/**
+ * What the live-stream benchmarks (fanout, listeners) share: a long task whose live session they
+ * read, the load client run in its own process, and figures scraped from the service's /metrics.
+ */
+import { spawn } from 'node:child_process';
+import { api, type BenchServer } from './server.js';
+import type { StreamClientOptions, StreamClientResult } from './stream-client.js';
+
+const SENTENCES = [
+  'The lighthouse keeper climbed the stairs at dusk, as every evening for forty years.',
+  'Below him the sea was grey and restless, and the wind came from the north.',
+  'He trimmed the wick, polished the lens, and watched the first beam sweep the water.',
+  'Somewhere out there a fishing boat was making for the harbour before the storm.',
+];
+
+/** A text of about `seconds` of speech (about 14 characters per second). */
+export function story(seconds: number, n: number): string {
+  const parts: string[] = [`Story number ${n}.`];
+  for (let i = 0; parts.join(' ').length < seconds * 14; i++)
+    parts.push(SENTENCES[i % SENTENCES.length] ?? '');
+  return parts.join(' ');
+}
+
+/** Creates a task of about `seconds` of speech (contents of ≤ 600 s each); its id and stream URL. */
+export async function createLongTask(
+  server: BenchServer,
+  seconds: number,
+): Promise<{ id: string; streamUrl: string }> {
+  const voice = await api<{ id: string }>(server, 'POST', '/api/voice', { name: 'bench narrator' });
+  const contents = Array.from({ length: Math.ceil(seconds / 600) }, (_, n) => ({
+    text: story(Math.min(600, seconds - n * 600), n),
+    voiceId: voice.id,
+  }));
+  const task = await api<{ id: string }>(server, 'POST', '/api/tts/generate', { contents });
+  const { streamUrl } = await api<{ streamUrl: string }>(
+    server,
+    'GET',
+    `/api/tts/generate/${task.id}?stream=true`,
+  );
+  return { id: task.id, streamUrl };
+}
+
+/** Runs the load client (bench/lib/stream-client.ts) in its own process; resolves with its report. */
+export function runStreamClient(options: StreamClientOptions): Promise<StreamClientResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', new URL('./stream-client.ts', import.meta.url).pathname, JSON.stringify(options)],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      try {
+        if (code !== 0) throw new Error(`stream client exited with ${code}`);
+        resolve(JSON.parse(out.trim().split('\n').pop() ?? '') as StreamClientResult);
+      } catch (err) {
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
+  });
+}
+
+/** One sample's value from the service's /metrics (the first series of that name), NaN if absent. */
+export async function metricValue(server: BenchServer, name: string): Promise<number> {
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  return Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+}
