@@ -44,9 +44,19 @@ static void finalize(napi_env env, void *data, void *hint) {
   free(data);
 }
 
-static encoder_t *get_encoder(napi_env env, napi_value value) {
+/*
+ * Reads the call's arguments into argv (`want` of them, the first being an encoder handle) and
+ * returns the handle's encoder; throws `usage` and returns NULL when they are not there.
+ */
+static encoder_t *encoder_arg(napi_env env, napi_callback_info info, size_t want, napi_value *argv,
+                              const char *usage) {
+  size_t argc = want;
   encoder_t *enc = NULL;
-  if (napi_get_value_external(env, value, (void **)&enc) != napi_ok || enc == NULL) return NULL;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < want ||
+      napi_get_value_external(env, argv[0], (void **)&enc) != napi_ok || enc == NULL) {
+    napi_throw_type_error(env, NULL, usage);
+    return NULL;
+  }
   return enc;
 }
 
@@ -101,12 +111,10 @@ static napi_value open_encoder(napi_env env, napi_callback_info info) {
 }
 
 static napi_value encode(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
   napi_value argv[2];
-  THROW_IF(napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2,
-           "lame_mp3: encode(handle, pcm) takes two arguments");
-  encoder_t *enc = get_encoder(env, argv[0]);
-  THROW_IF(enc == NULL || enc->gfp == NULL, "lame_mp3: encoder is closed");
+  encoder_t *enc = encoder_arg(env, info, 2, argv, "lame_mp3: encode(handle, pcm)");
+  if (enc == NULL) return NULL;
+  THROW_IF(enc->gfp == NULL, "lame_mp3: encoder is closed");
   napi_typedarray_type type;
   size_t length;
   void *data;
@@ -131,12 +139,10 @@ static napi_value encode(napi_env env, napi_callback_info info) {
 }
 
 static napi_value finish(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
-  THROW_IF(napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1,
-           "lame_mp3: finish(handle) takes one argument");
-  encoder_t *enc = get_encoder(env, argv[0]);
-  THROW_IF(enc == NULL || enc->gfp == NULL, "lame_mp3: encoder is closed");
+  encoder_t *enc = encoder_arg(env, info, 1, argv, "lame_mp3: finish(handle)");
+  if (enc == NULL) return NULL;
+  THROW_IF(enc->gfp == NULL, "lame_mp3: encoder is closed");
   int bytes = lame_encode_flush(enc->gfp, enc->mp3, (int)enc->mp3_capacity);
   THROW_IF(bytes < 0, "lame_mp3: lame_encode_flush failed");
   napi_value result = copy_out(env, enc, bytes);
@@ -145,11 +151,8 @@ static napi_value finish(napi_env env, napi_callback_info info) {
 }
 
 static napi_value close_encoder(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
-  THROW_IF(napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1,
-           "lame_mp3: close(handle) takes one argument");
-  encoder_t *enc = get_encoder(env, argv[0]);
+  encoder_t *enc = encoder_arg(env, info, 1, argv, "lame_mp3: close(handle)");
   if (enc != NULL) encoder_free(enc);
   return NULL;
 }
