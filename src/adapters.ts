@@ -11,6 +11,7 @@ import { untilAborted } from './common/call-deadline.js';
 import type { AppConfig } from './config/config.js';
 import type { RateLimitStore } from './http/rate-limit.js';
 import { FsBlobStore } from './storage/blob-store.fs.js';
+import { CachedBlobStore } from './storage/blob-store.cached.js';
 import { S3BlobStore } from './storage/blob-store.s3.js';
 import type { BlobStore } from './storage/blob-store.js';
 import { openDatabase, type DatabaseHandle } from './storage/database.js';
@@ -121,9 +122,11 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
     };
   }
 
-  const blobs = new S3BlobStore(scaleOut.s3);
+  const bucket = new S3BlobStore(scaleOut.s3);
+  // Finished audio is read many times: metadata and hot blobs from memory, not two bucket round trips each.
+  const blobs = new CachedBlobStore(bucket, { budgetBytes: config.blobMemoryCacheBytes });
   closers.add(() => blobs.close());
-  await blobs.checkAccess();
+  await bucket.checkAccess();
 
   const redis = new Redis(scaleOut.redisUrl, {
     lazyConnect: true,
@@ -195,7 +198,7 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
       redis: async (signal) => {
         await untilAborted(redis.ping(), signal);
       },
-      s3: (signal) => blobs.checkAccess(signal),
+      s3: (signal) => bucket.checkAccess(signal),
     },
     close,
   };

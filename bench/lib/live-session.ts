@@ -3,6 +3,7 @@
  * read, the load client run in its own process, and figures scraped from the service's /metrics.
  */
 import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { api, type BenchServer } from './server.js';
 import type { StreamClientOptions, StreamClientResult } from './stream-client.js';
 
@@ -21,7 +22,11 @@ export function story(seconds: number, n: number): string {
   return parts.join(' ');
 }
 
-/** Creates a task of about `seconds` of speech (contents of ≤ 600 s each); its id and stream URL. */
+/**
+ * Creates a task of about `seconds` of speech (contents of ≤ 600 s each); resolves with its id and
+ * stream URL once the stream answers (a queued task answers STREAM_NOT_READY until it is taken up,
+ * as on the scale-out queue).
+ */
 export async function createLongTask(
   server: BenchServer,
   seconds: number,
@@ -37,6 +42,16 @@ export async function createLongTask(
     'GET',
     `/api/tts/generate/${task.id}?stream=true`,
   );
+  for (const deadline = Date.now() + 60_000; ;) {
+    const response = await fetch(streamUrl);
+    const ok = response.ok;
+    const body = ok ? '' : await response.text();
+    await response.body?.cancel();
+    if (ok) break;
+    if (!body.includes('STREAM_NOT_READY') || Date.now() > deadline)
+      throw new Error(`stream: ${response.status} ${body.slice(0, 200)}`);
+    await sleep(250);
+  }
   return { id: task.id, streamUrl };
 }
 

@@ -11,6 +11,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { scaleOutRequested, scaleOutServerEnv } from './scale-out.js';
 
 /** Installs the Debian packages whose commands are missing (apt-get, as scripts/setup-debian.sh does). */
 export function ensureDebianPackages(commandsByPackage: Record<string, string>): void {
@@ -56,13 +57,19 @@ export interface BenchServer {
   stop(): Promise<void>;
 }
 
-/** Starts `node --import tsx src/main.ts` on a temporary DATA_DIR; resolves when /healthz answers. */
+/**
+ * Starts `node --import tsx src/main.ts` on a temporary DATA_DIR (with SCALE_OUT=1 on the scale-out
+ * adapters: bench/lib/scale-out.ts); resolves when /healthz answers.
+ */
 export async function startServer(
   env: Record<string, string> = {},
   nodeArgs: string[] = [],
 ): Promise<BenchServer> {
   const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-bench-'));
   const port = await freePort();
+  // SCALE_OUT=1: PostgreSQL, Redis and S3 (the test servers) instead of the embedded adapters.
+  const scaleOut = scaleOutRequested() ? await scaleOutServerEnv() : {};
+  if (scaleOutRequested()) console.log('server on the scale-out adapters: PostgreSQL, Redis, S3 (s3rver)');
   const key = `sk-${randomBytes(16).toString('hex')}`;
   const log = join(dataDir, 'server.log');
   const logFile = openSync(log, 'w');
@@ -74,6 +81,7 @@ export async function startServer(
       DATA_DIR: dataDir,
       BOOTSTRAP_API_KEY: key,
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+      ...scaleOut,
       ...env,
     },
     stdio: ['ignore', logFile, logFile],

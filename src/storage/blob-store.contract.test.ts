@@ -26,6 +26,7 @@ import {
 import type { S3Config } from '../config/config.js';
 import { freshS3Bucket, type TestS3 } from '../../test/helpers/servers.js';
 import type { BlobStore } from './blob-store.js';
+import { CachedBlobStore } from './blob-store.cached.js';
 import { FsBlobStore } from './blob-store.fs.js';
 import { S3BlobStore } from './blob-store.s3.js';
 
@@ -188,6 +189,26 @@ const adapters: Adapter[] = [
         openFiles: () => undefined,
         close: async () => {
           store.close();
+          await dropBucket(s3);
+        },
+      };
+    },
+  },
+  {
+    // The scale-out composition: S3 behind the node's memory cache (a budget small enough that
+    // the larger blobs of the contract stream through while small ones are held).
+    name: 'CachedBlobStore over S3BlobStore',
+    open: async () => {
+      const s3 = await freshS3Bucket();
+      const bucket = new S3BlobStore(s3Config(s3));
+      const store = new CachedBlobStore(bucket, { budgetBytes: 2 * MiB });
+      return {
+        store,
+        childSetup: `const { S3BlobStore } = await import(${JSON.stringify(s3Module)});
+          const store = new S3BlobStore(${JSON.stringify(s3Config(s3))});`,
+        openFiles: () => undefined,
+        close: async () => {
+          await store.close();
           await dropBucket(s3);
         },
       };
