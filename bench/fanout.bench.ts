@@ -1,7 +1,8 @@
 /**
  * Full-speed readers of one live session against nginx (issue 14): `npm run bench:fanout` (env:
  * READERS, 500; TARGET_MB of history each reads, 4; AUDIO_SECONDS of the task, 600; SERVER_ENV;
- * SERVER_NODE_ARGS).
+ * SERVER_NODE_ARGS; SCALE_OUT=1 with NODES=2: a second node of the same cluster, half the readers
+ * on each — the second relays the session from the first).
  * The service (embedded defaults, rate limits raised) generates one long task; a first reader
  * starts its session and keeps the bytes. Once TARGET_MB exist, READERS readers in another process
  * (bench/lib/stream-client.ts) join the same live session at byte 0 and read at full speed until
@@ -31,6 +32,7 @@ import type { StreamClientResult } from './lib/stream-client.js';
 const READERS = Number(process.env.READERS ?? 500);
 const TARGET_BYTES = Math.round(Number(process.env.TARGET_MB ?? 4) * 1024 * 1024);
 const AUDIO_SECONDS = Number(process.env.AUDIO_SECONDS ?? 600);
+const NODES = Number(process.env.NODES ?? 1);
 
 /** Reads `url` at full speed; resolves with its first `bytes` bytes once they arrived (the response goes on). */
 function firstBytes(url: string, bytes: number): Promise<{ head: Buffer; response: http.IncomingMessage }> {
@@ -74,6 +76,16 @@ async function main(): Promise<number> {
     { RATE_LIMIT_MAX: '1000000', STREAM_RATE_LIMIT_MAX: '1000000', ...serverEnvFromProcess() },
     serverNodeArgsFromProcess(),
   );
+  if (NODES !== 1 && (NODES !== 2 || server.scaleOutEnv.REDIS_URL === undefined))
+    throw new Error('NODES=2 needs SCALE_OUT=1 (a cluster shares PostgreSQL, Redis and S3)');
+  const second =
+    NODES === 2
+      ? await startServer(
+          { RATE_LIMIT_MAX: '1000000', STREAM_RATE_LIMIT_MAX: '1000000', ...serverEnvFromProcess() },
+          serverNodeArgsFromProcess(),
+          server,
+        )
+      : undefined;
   const root = await mkdtemp(join(tmpdir(), 'voicegen-bench-nginx-'));
   let stopNginx: (() => Promise<void>) | undefined;
   try {
@@ -82,12 +94,19 @@ async function main(): Promise<number> {
     const ours = await runStreamClient({
       mode: 'full',
       url: task.streamUrl,
+      ...(second !== undefined && { moreUrls: [task.streamUrl.replace(server.url, second.url)] }),
       count: READERS,
       rampPerSecond: 100_000,
       targetBytes: TARGET_BYTES,
     });
     first.response.destroy();
-    const pipelineRuns = await metricValue(server, 'voicegen_stream_pipeline_runs');
+    const nodes = second === undefined ? [server] : [server, second];
+    const sum = async (name: string) =>
+      (await Promise.all(nodes.map((node) => metricValue(node, name)))).reduce((a, b) => a + b, 0);
+    const pipelineRuns = await sum('voicegen_stream_pipeline_runs');
+    const relayRuns = await sum('voicegen_stream_relay_runs');
+    if (second !== undefined)
+      console.log(`two nodes: ${READERS / 2} readers on each; relay runs ${relayRuns}`);
     console.log(summary('service, one live session', ours));
 
     await mkdir(join(root, 'www'), { recursive: true });
@@ -133,7 +152,7 @@ async function main(): Promise<number> {
         pass: true,
       },
       {
-        metric: 'pipeline runs for the session',
+        metric: `pipeline runs for the session${second === undefined ? '' : ' (both nodes)'}`,
         ours: String(pipelineRuns),
         reference: '1',
         ratio: '—',
@@ -144,6 +163,7 @@ async function main(): Promise<number> {
   } finally {
     await stopNginx?.();
     await rm(root, { recursive: true, force: true });
+    await second?.stop();
     await server.stop();
   }
 }

@@ -54,6 +54,8 @@ export interface BenchServer {
   dataDir: string;
   /** An API key of the account "bench" (BOOTSTRAP_API_KEY). */
   key: string;
+  /** The scale-out variables it runs with (empty when embedded): another node of its cluster takes the same. */
+  scaleOutEnv: Record<string, string>;
   stop(): Promise<void>;
 }
 
@@ -64,13 +66,16 @@ export interface BenchServer {
 export async function startServer(
   env: Record<string, string> = {},
   nodeArgs: string[] = [],
+  /** Joins the cluster of this node (same database, Redis and bucket, same API key). */
+  clusterOf?: BenchServer,
 ): Promise<BenchServer> {
   const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-bench-'));
   const port = await freePort();
   // SCALE_OUT=1: PostgreSQL, Redis and S3 (the test servers) instead of the embedded adapters.
-  const scaleOut = scaleOutRequested() ? await scaleOutServerEnv() : {};
-  if (scaleOutRequested()) console.log('server on the scale-out adapters: PostgreSQL, Redis, S3 (s3rver)');
-  const key = `sk-${randomBytes(16).toString('hex')}`;
+  const scaleOut = clusterOf?.scaleOutEnv ?? (scaleOutRequested() ? await scaleOutServerEnv() : {});
+  if (scaleOutRequested() && clusterOf === undefined)
+    console.log('server on the scale-out adapters: PostgreSQL, Redis, S3 (s3rver)');
+  const key = clusterOf?.key ?? `sk-${randomBytes(16).toString('hex')}`;
   const log = join(dataDir, 'server.log');
   const logFile = openSync(log, 'w');
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], {
@@ -78,6 +83,7 @@ export async function startServer(
       ...process.env,
       HOST: '127.0.0.1',
       PORT: String(port),
+      NODE_URL: `http://127.0.0.1:${port}`,
       DATA_DIR: dataDir,
       BOOTSTRAP_API_KEY: key,
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
@@ -110,7 +116,7 @@ export async function startServer(
     }
     await sleep(200);
   }
-  return { child, pid: child.pid ?? 0, url, dataDir, key, stop };
+  return { child, pid: child.pid ?? 0, url, dataDir, key, scaleOutEnv: scaleOut, stop };
 }
 
 /** A JSON API call with `key` (default: the bench account's); throws on a non-2xx answer with its body. */

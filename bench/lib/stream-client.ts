@@ -18,6 +18,8 @@ import { performance } from 'node:perf_hooks';
 export interface StreamClientOptions {
   mode: 'realtime' | 'full';
   url: string;
+  /** Other URLs of the same stream (other nodes): connections go to `url` and these in turn. */
+  moreUrls?: string[];
   count: number;
   rampPerSecond: number;
   /** realtime: playback seconds per player, bytes per second of the stream, buffer cap. */
@@ -96,7 +98,8 @@ async function main(): Promise<void> {
     }
   }, 100);
 
-  const one = (): Promise<void> =>
+  const urls = [options.url, ...(options.moreUrls ?? [])];
+  const one = (n: number): Promise<void> =>
     new Promise((resolve) => {
       const asked = performance.now();
       const player: Player = { bytes: 0, played: 0, startedAt: asked, stalled: false, ended: false };
@@ -105,7 +108,7 @@ async function main(): Promise<void> {
         players.delete(player);
         resolve();
       };
-      const request = http.get(options.url, { agent }, (response) => {
+      const request = http.get(urls[n % urls.length] ?? options.url, { agent }, (response) => {
         const status = String(response.statusCode);
         result.statuses[status] = (result.statuses[status] ?? 0) + 1;
         if (response.statusCode !== 200 && response.statusCode !== 206) {
@@ -143,7 +146,7 @@ async function main(): Promise<void> {
   const all: Promise<void>[] = [];
   const perTick = Math.max(1, Math.round(options.rampPerSecond / 20));
   for (let i = 0; i < options.count; i += perTick) {
-    for (let k = i; k < Math.min(options.count, i + perTick); k++) all.push(one());
+    for (let k = i; k < Math.min(options.count, i + perTick); k++) all.push(one(k));
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   await Promise.all(all);
