@@ -12,14 +12,10 @@
  * Targets: ≥ 0.5× nginx's throughput, pipeline runs = 1. Exits 1 when one is missed.
  */
 import http from 'node:http';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createLongTask, metricValue, runStreamClient } from './lib/live-session.js';
-import { startNginx } from './lib/nginx.js';
+import { serveFileWithNginx, type NginxFile } from './lib/nginx.js';
 import {
   ensureDebianPackages,
-  freePort,
   percentile,
   report,
   runBench,
@@ -86,8 +82,7 @@ async function main(): Promise<number> {
           server,
         )
       : undefined;
-  const root = await mkdtemp(join(tmpdir(), 'voicegen-bench-nginx-'));
-  let stopNginx: (() => Promise<void>) | undefined;
+  let nginxFile: NginxFile | undefined;
   try {
     const task = await createLongTask(server, AUDIO_SECONDS);
     const first = await firstBytes(task.streamUrl, TARGET_BYTES);
@@ -109,15 +104,10 @@ async function main(): Promise<number> {
       console.log(`two nodes: ${READERS / 2} readers on each; relay runs ${relayRuns}`);
     console.log(summary('service, one live session', ours));
 
-    await mkdir(join(root, 'www'), { recursive: true });
-    await writeFile(join(root, 'www', 'audio.mp3'), first.head);
-    // nginx's worker runs as `nobody` when started by root: the file must be world-readable.
-    await chmod(root, 0o755);
-    const port = await freePort();
-    stopNginx = await startNginx(root, port);
+    nginxFile = await serveFileWithNginx(first.head);
     const nginx = await runStreamClient({
       mode: 'full',
-      url: `http://127.0.0.1:${port}/audio.mp3`,
+      url: nginxFile.url,
       count: READERS,
       rampPerSecond: 100_000,
       targetBytes: TARGET_BYTES,
@@ -161,8 +151,7 @@ async function main(): Promise<number> {
       },
     ]);
   } finally {
-    await stopNginx?.();
-    await rm(root, { recursive: true, force: true });
+    await nginxFile?.stop();
     await second?.stop();
     await server.stop();
   }

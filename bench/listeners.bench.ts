@@ -10,16 +10,12 @@
  * pipeline run. Exits 1 when one is missed. Beside them, nginx (one worker, sendfile) serving the
  * task's finished MP3 as a file to the same crowd of players: what this machine and client allow.
  */
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLongTask, metricValue, runStreamClient } from './lib/live-session.js';
-import { startNginx } from './lib/nginx.js';
+import { serveFileWithNginx } from './lib/nginx.js';
 import {
   api,
   ensureDebianPackages,
-  freePort,
   type BenchServer,
   percentile,
   report,
@@ -108,28 +104,14 @@ async function main(): Promise<number> {
     );
     // The reference: nginx serving the finished audio (the same bytes) to the same crowd.
     const finished = await finishedAudio(server, task.id);
-    const root = await mkdtemp(join(tmpdir(), 'voicegen-bench-nginx-'));
-    let nginx: StreamClientResult;
-    try {
-      await mkdir(join(root, 'www'), { recursive: true });
-      await writeFile(join(root, 'www', 'audio.mp3'), finished);
-      await chmod(root, 0o755);
-      const port = await freePort();
-      const stopNginx = await startNginx(root, port);
-      try {
-        nginx = await runStreamClient({
-          mode: 'realtime',
-          url: `http://127.0.0.1:${port}/audio.mp3`,
-          count: LISTENERS,
-          rampPerSecond: RAMP,
-          seconds: SECONDS,
-        });
-      } finally {
-        await stopNginx();
-      }
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
+    const nginxFile = await serveFileWithNginx(finished);
+    const nginx = await runStreamClient({
+      mode: 'realtime',
+      url: nginxFile.url,
+      count: LISTENERS,
+      rampPerSecond: RAMP,
+      seconds: SECONDS,
+    }).finally(() => nginxFile.stop());
     console.log(summary(`nginx, ${LISTENERS} players of the finished file`, nginx));
     const growth = rssPeak - rssBefore;
     const p99 = percentile(crowd.firstByteMs, 99);

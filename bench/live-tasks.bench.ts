@@ -15,6 +15,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createEspeakEngine } from '../src/audio/engines/espeak.engine.js';
 import { CANONICAL_RATE } from '../src/audio/pcm.js';
+import { story } from './lib/live-session.js';
 import {
   api,
   cpuSeconds,
@@ -36,21 +37,6 @@ const READ_AHEAD_SECONDS = 10;
 const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
 /** Set when the run is over: the accounts' list pollers stop. */
 let stopPolling = false;
-
-const SENTENCES = [
-  'The lighthouse keeper climbed the stairs at dusk, as every evening for forty years.',
-  'Below him the sea was grey and restless, and the wind came from the north.',
-  'He trimmed the wick, polished the lens, and watched the first beam sweep the water.',
-  'Somewhere out there a fishing boat was making for the harbour before the storm.',
-];
-
-/** A text of about `seconds` of speech (about 14 characters per second). */
-function story(seconds: number, n: number): string {
-  const parts: string[] = [`Story number ${n}.`];
-  for (let i = 0; parts.join(' ').length < seconds * 14; i++)
-    parts.push(SENTENCES[i % SENTENCES.length] ?? '');
-  return parts.join(' ');
-}
 
 interface ListenerResult {
   firstByteMs: number;

@@ -11,10 +11,9 @@
  */
 import { fork, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startNginx } from './lib/nginx.js';
+import { serveFileWithNginx, type NginxFile } from './lib/nginx.js';
 import {
   cpuSeconds,
   ensureDebianPackages,
@@ -85,22 +84,17 @@ async function main(): Promise<number> {
     },
     serverNodeArgsFromProcess(),
   );
-  const root = await mkdtemp(join(tmpdir(), 'voicegen-bench-nginx-'));
-  let stopNginx: (() => Promise<void>) | undefined;
+  let nginx: NginxFile | undefined;
   let bare: ChildProcess | undefined;
   try {
     const task = await finishedTask(server, TEXT.repeat(3));
     const audio = Buffer.from(await (await fetch(task.audioUrl)).arrayBuffer());
-    // nginx's worker runs as `nobody` when started by root: the file must be world-readable.
-    await chmod(root, 0o755);
-    await mkdir(join(root, 'www'), { mode: 0o755 });
-    await writeFile(join(root, 'www', 'audio.mp3'), audio, { mode: 0o644 });
-    const nginxPort = await freePort();
-    stopNginx = await startNginx(root, nginxPort);
+    nginx = await serveFileWithNginx(audio);
+    const { root } = nginx;
     const barePort = await freePort();
     bare = fork(
       new URL('./lib/bare-range-server.ts', import.meta.url).pathname,
-      [join(root, 'www', 'audio.mp3'), String(barePort)],
+      [nginx.path, String(barePort)],
       { execArgv: ['--import', 'tsx'] },
     );
     await once(bare, 'message');
@@ -117,7 +111,7 @@ async function main(): Promise<number> {
     const bareRuns: WrkResult[] = [];
     let oursCpu = 0;
     for (let run = 0; run < RUNS; run++) {
-      nginxRuns.push(await wrk(`http://127.0.0.1:${nginxPort}`, nginxScript));
+      nginxRuns.push(await wrk(new URL(nginx.url).origin, nginxScript));
       bareRuns.push(await wrk(`http://127.0.0.1:${barePort}`, nginxScript));
       const before = cpuSeconds(server.pid);
       oursRuns.push(await wrk(`${ours.origin}`, oursScript));
@@ -170,10 +164,9 @@ async function main(): Promise<number> {
       },
     ]);
   } finally {
-    await stopNginx?.();
+    await nginx?.stop();
     bare?.kill();
     await server.stop();
-    await rm(root, { recursive: true, force: true });
   }
 }
 

@@ -1,14 +1,54 @@
 /**
  * nginx as the benchmarks' reference server: one worker, sendfile, access log on (as Debian ships
- * it), serving `<root>/www` on a loopback port from a configuration written into `root`.
+ * it), serving one file from a temporary root on a loopback port.
  */
 import { spawn } from 'node:child_process';
-import { writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from './server.js';
 
-/** Starts nginx and waits until it answers `probePath`; resolves with its stop function. */
-export async function startNginx(
+/** A file nginx serves as `/audio.mp3`. */
+export interface NginxFile {
+  /** `http://127.0.0.1:<port>/audio.mp3` */
+  url: string;
+  /** The temporary root (the benchmark may keep its own files there); removed by stop(). */
+  root: string;
+  /** The served file's path. */
+  path: string;
+  /** Stops nginx and removes the root. */
+  stop(): Promise<void>;
+}
+
+/** Writes `bytes` into a new temporary root and serves them with nginx as `/audio.mp3`. */
+export async function serveFileWithNginx(bytes: Uint8Array): Promise<NginxFile> {
+  const root = await mkdtemp(join(tmpdir(), 'voicegen-bench-nginx-'));
+  const path = join(root, 'www', 'audio.mp3');
+  try {
+    // nginx's worker runs as `nobody` when started by root: the file must be world-readable.
+    await chmod(root, 0o755);
+    await mkdir(join(root, 'www'), { mode: 0o755 });
+    await writeFile(path, bytes, { mode: 0o644 });
+    const port = await freePort();
+    const stopNginx = await startNginx(root, port);
+    return {
+      url: `http://127.0.0.1:${port}/audio.mp3`,
+      root,
+      path,
+      stop: async () => {
+        await stopNginx();
+        await rm(root, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    await rm(root, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** Starts nginx on `<root>/www` and waits until it answers `probePath`; resolves with its stop function. */
+async function startNginx(
   root: string,
   port: number,
   probePath = '/audio.mp3',

@@ -47,7 +47,6 @@ export interface StreamClientResult {
 interface Player {
   bytes: number;
   played: number;
-  startedAt: number;
   stalled: boolean;
   ended: boolean;
   response?: http.IncomingMessage;
@@ -102,7 +101,7 @@ async function main(): Promise<void> {
   const one = (n: number): Promise<void> =>
     new Promise((resolve) => {
       const asked = performance.now();
-      const player: Player = { bytes: 0, played: 0, startedAt: asked, stalled: false, ended: false };
+      const player: Player = { bytes: 0, played: 0, stalled: false, ended: false };
       const fail = (why: string) => {
         result.errors.push(why);
         players.delete(player);

@@ -159,6 +159,31 @@ interface Adapter {
 const fsModule = new URL('./blob-store.fs.ts', import.meta.url).href;
 const s3Module = new URL('./blob-store.s3.ts', import.meta.url).href;
 
+/** An adapter over a fresh bucket; `wrap` puts what the composition adds in front of the S3 store. */
+function s3Adapter(
+  name: string,
+  wrap: (bucket: S3BlobStore) => BlobStore & { close(): void | Promise<void> },
+): Adapter {
+  return {
+    name,
+    open: async () => {
+      const s3 = await freshS3Bucket();
+      const store = wrap(new S3BlobStore(s3Config(s3)));
+      return {
+        store,
+        // Another process (node) writes straight to the bucket.
+        childSetup: `const { S3BlobStore } = await import(${JSON.stringify(s3Module)});
+          const store = new S3BlobStore(${JSON.stringify(s3Config(s3))});`,
+        openFiles: () => undefined,
+        close: async () => {
+          await store.close();
+          await dropBucket(s3);
+        },
+      };
+    },
+  };
+}
+
 const adapters: Adapter[] = [
   {
     name: 'FsBlobStore',
@@ -177,43 +202,13 @@ const adapters: Adapter[] = [
       };
     },
   },
-  {
-    name: 'S3BlobStore',
-    open: async () => {
-      const s3 = await freshS3Bucket();
-      const store = new S3BlobStore(s3Config(s3));
-      return {
-        store,
-        childSetup: `const { S3BlobStore } = await import(${JSON.stringify(s3Module)});
-          const store = new S3BlobStore(${JSON.stringify(s3Config(s3))});`,
-        openFiles: () => undefined,
-        close: async () => {
-          store.close();
-          await dropBucket(s3);
-        },
-      };
-    },
-  },
-  {
-    // The scale-out composition: S3 behind the node's memory cache (a budget small enough that
-    // the larger blobs of the contract stream through while small ones are held).
-    name: 'CachedBlobStore over S3BlobStore',
-    open: async () => {
-      const s3 = await freshS3Bucket();
-      const bucket = new S3BlobStore(s3Config(s3));
-      const store = new CachedBlobStore(bucket, { budgetBytes: 2 * MiB });
-      return {
-        store,
-        childSetup: `const { S3BlobStore } = await import(${JSON.stringify(s3Module)});
-          const store = new S3BlobStore(${JSON.stringify(s3Config(s3))});`,
-        openFiles: () => undefined,
-        close: async () => {
-          await store.close();
-          await dropBucket(s3);
-        },
-      };
-    },
-  },
+  s3Adapter('S3BlobStore', (bucket) => bucket),
+  // The scale-out composition: S3 behind the node's memory cache (a budget small enough that the
+  // larger blobs of the contract stream through while small ones are held).
+  s3Adapter(
+    'CachedBlobStore over S3BlobStore',
+    (bucket) => new CachedBlobStore(bucket, { budgetBytes: 2 * MiB }),
+  ),
 ];
 
 for (const adapter of adapters) {
