@@ -102,12 +102,12 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
 
   const scaleOut = config.scaleOut;
   if (scaleOut === null) {
-    const blobs = new FsBlobStore(join(config.dataDir, 'blobs'), {
-      memoryCacheBytes: config.blobMemoryCacheBytes,
-    });
+    const files = new FsBlobStore(join(config.dataDir, 'blobs'));
+    // Hot finished audio from memory (the same node cache as in front of S3).
+    const blobs = new CachedBlobStore(files, { budgetBytes: config.blobMemoryCacheBytes });
     closers.add(() => blobs.close());
     // The data dir lock is held (the embedded database is open): no other writer exists.
-    await blobs.sweepPartialWrites();
+    await files.sweepPartialWrites();
     return {
       database,
       blobs,

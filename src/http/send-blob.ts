@@ -55,7 +55,11 @@ export async function sendBlob(
   const window = bodyWindow(plan);
   if (request.method === 'HEAD' || window === null || window.endExclusive === window.start)
     return reply.send();
-  const body = blobs.read(key, { start: window.start, end: (window.endExclusive ?? info.size) - 1 });
+  const range = { start: window.start, end: (window.endExclusive ?? info.size) - 1 };
+  // A hot blob is one buffer in memory: sent as it is, no stream to set up (issue 14: serving).
+  const held = blobs.heldRange?.(key, range);
+  if (held !== undefined) return reply.send(held);
+  const body = blobs.read(key, range);
   // Stop reading when the client goes away.
   reply.raw.once('close', () => body.destroy());
   return reply.send(body);

@@ -35,6 +35,13 @@ interface Entry {
   loading: boolean;
 }
 
+/** Bytes [start, end] of `bytes` (the whole of them without a range; cut at their end), as a view. */
+function sliceOf(bytes: Buffer, range: { start: number; end: number } | undefined): Buffer {
+  const start = range?.start ?? 0;
+  const end = Math.min(range?.end ?? bytes.byteLength - 1, bytes.byteLength - 1);
+  return bytes.subarray(start, Math.max(start, end + 1));
+}
+
 /** Wraps `inner` (see the module comment); close() closes the inner store. */
 export class CachedBlobStore implements BlobStore {
   /** Key → entry, least recently used first. */
@@ -98,18 +105,29 @@ export class CachedBlobStore implements BlobStore {
 
   read(key: string, range?: { start: number; end: number }): Readable {
     if (range) assertBlobRange(range);
-    const entry = this.entries.get(key);
-    // Bytes are served only while their metadata is fresh; a stale entry reads through (stat revalidates it).
-    if (entry?.bytes !== undefined && this.now() - entry.checkedAt < this.revalidateMs) {
-      this.touch(key, entry);
-      const { bytes } = entry;
-      const start = range?.start ?? 0;
-      const end = Math.min(range?.end ?? bytes.byteLength - 1, bytes.byteLength - 1);
+    const held = this.freshBytes(key);
+    if (held !== undefined) {
       // One chunk, a view of the shared buffer (read-only for the consumer).
-      return Readable.from(start > end ? [] : [bytes.subarray(start, end + 1)], { objectMode: false });
+      const slice = sliceOf(held, range);
+      return Readable.from(slice.byteLength === 0 ? [] : [slice], { objectMode: false });
     }
+    const entry = this.entries.get(key);
     if (entry !== undefined) this.noteRead(key, entry);
     return this.inner.read(key, range);
+  }
+
+  heldRange(key: string, range: { start: number; end: number }): Buffer | undefined {
+    assertBlobRange(range);
+    const held = this.freshBytes(key);
+    return held === undefined ? undefined : sliceOf(held, range);
+  }
+
+  /** The bytes of `key` while held with fresh metadata; a stale entry reads through (stat revalidates it). */
+  private freshBytes(key: string): Buffer | undefined {
+    const entry = this.entries.get(key);
+    if (entry?.bytes === undefined || this.now() - entry.checkedAt >= this.revalidateMs) return undefined;
+    this.touch(key, entry);
+    return entry.bytes;
   }
 
   async delete(key: string): Promise<void> {

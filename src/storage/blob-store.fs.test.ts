@@ -139,32 +139,3 @@ describe('FsBlobStore open-file cache (issue 14: serving finished audio)', () =>
     await store.close();
   });
 });
-
-describe('FsBlobStore memory cache', () => {
-  it('keeps blobs read twice in memory within its budget, and never serves replaced bytes', async () => {
-    const root = await tempDir();
-    const store = new FsBlobStore(root, { memoryCacheBytes: 250_000 });
-    const blob = (fill: number) => new Uint8Array(100_000).fill(fill);
-    for (const [name, fill] of [
-      ['a', 1],
-      ['b', 2],
-      ['c', 3],
-    ] as const) {
-      await store.put(`m/${name}.mp3`, blob(fill), 'audio/mpeg');
-      await readAll(store.read(`m/${name}.mp3`));
-      await readAll(store.read(`m/${name}.mp3`)); // the second read loads it
-      await setImmediate();
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    assert.ok(store.memoryCacheUsed <= 250_000, `${store.memoryCacheUsed} bytes in memory`);
-    assert.equal(store.memoryCacheUsed, 200_000, 'the two most recently loaded blobs');
-    // Reads from memory give the same bytes, ranges included.
-    const middle = await readAll(store.read('m/c.mp3', { start: 99_990, end: 200_000 }));
-    assert.deepEqual([...middle], new Array<number>(10).fill(3));
-    await store.put('m/c.mp3', blob(9), 'audio/mpeg');
-    assert.equal(store.memoryCacheUsed, 100_000, 'a replaced blob leaves memory');
-    assert.deepEqual([...(await readAll(store.read('m/c.mp3', { start: 0, end: 2 })))], [9, 9, 9]);
-    await store.close();
-    assert.equal(store.memoryCacheUsed, 0);
-  });
-});

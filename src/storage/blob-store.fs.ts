@@ -2,8 +2,8 @@
  * BlobStore on the local file system under a root folder (DATA_DIR/blobs by default). Blobs are
  * written once under a key (a put renames a new file over it), so the descriptors and metadata of
  * recently read blobs are kept open in a bounded cache: a Range request of a finished file then
- * costs one positional read, not a stat, an open, a read and a close (issue 14: serving); a blob
- * read again is kept in memory within a byte budget, so its reads touch no disk. Every change
+ * costs one positional read, not a stat, an open, a read and a close (issue 14: serving). Hot blobs
+ * are kept in memory by CachedBlobStore in front of this store (src/adapters.ts). Every change
  * through this store forgets the cached entry; this process is the data dir's only writer.
  */
 import { randomUUID } from 'node:crypto';
@@ -41,15 +41,10 @@ export const OPEN_BLOB_FILES = 64;
 /** Bytes a blob reader reads at a time. */
 const READ_CHUNK_BYTES = 64 * 1024;
 
-/** The largest blob kept in memory (finished task audio is a few MiB; bigger files stay on disk). */
-const MAX_MEMORY_BLOB_BYTES = 16 * 1024 * 1024;
-
-/** Options of FsBlobStore's caches. */
+/** Options of FsBlobStore's descriptor cache. */
 export interface FsBlobStoreOptions {
   /** Open blob files kept for reuse (default OPEN_BLOB_FILES). */
   maxOpenFiles?: number;
-  /** Bytes of blobs read more than once kept in memory (default 0: none). */
-  memoryCacheBytes?: number;
 }
 
 /** One open blob file: its descriptor, its metadata, and how many readers hold it. */
@@ -57,10 +52,6 @@ interface OpenBlob {
   handle: FileHandle;
   info: BlobInfo;
   holders: number;
-  /** Reads so far; the second loads the bytes into memory when the budget allows. */
-  reads: number;
-  /** The whole blob, once loaded (immutable: readers share slices of it). */
-  bytes: Buffer | undefined;
   /** Forgotten (deleted, replaced or evicted): closed when the last holder lets go. */
   retired: boolean;
 }
@@ -85,20 +76,10 @@ export class FsBlobStore implements BlobStore {
   private readonly files = new Map<string, Promise<OpenBlob | undefined>>();
 
   private readonly maxOpenFiles: number;
-  private readonly memoryCacheBytes: number;
-  /** Bytes of the entries' loaded blobs, and those entries in the order they were loaded. */
-  private memoryBytes = 0;
-  private readonly loaded = new Set<OpenBlob>();
 
   constructor(root: string, options: FsBlobStoreOptions = {}) {
     this.root = resolve(root);
     this.maxOpenFiles = options.maxOpenFiles ?? OPEN_BLOB_FILES;
-    this.memoryCacheBytes = options.memoryCacheBytes ?? 0;
-  }
-
-  /** Bytes of blobs held in memory (tests: within the budget). */
-  get memoryCacheUsed(): number {
-    return this.memoryBytes;
   }
 
   /** How many blob files this store holds open (tests: bounded, and none after close). */
@@ -160,7 +141,7 @@ export class FsBlobStore implements BlobStore {
         await handle.close();
         return undefined;
       }
-      return { handle, info: infoOf(s), holders: 0, reads: 0, bytes: undefined, retired: false };
+      return { handle, info: infoOf(s), holders: 0, retired: false };
     } catch (err) {
       await handle.close().catch(() => undefined);
       if (isMissing(err)) return undefined;
@@ -173,45 +154,6 @@ export class FsBlobStore implements BlobStore {
     if (entry.retired && entry.holders === 0) void entry.handle.close().catch(() => undefined);
   }
 
-  /**
-   * Counts a read of the entry; on its second read, loads the blob into memory when it fits the
-   * budget (least recently used blobs give their memory up first). Readers use the bytes once there.
-   */
-  private noteRead(entry: OpenBlob): void {
-    entry.reads++;
-    if (entry.reads !== 2 || entry.info.size > Math.min(MAX_MEMORY_BLOB_BYTES, this.memoryCacheBytes)) return;
-    const size = entry.info.size;
-    this.memoryBytes += size;
-    // The blobs loaded longest ago give their memory up first.
-    for (const other of this.loaded) {
-      if (this.memoryBytes <= this.memoryCacheBytes) break;
-      this.dropBytes(other);
-    }
-    entry.holders++;
-    const buffer = Buffer.allocUnsafe(size);
-    entry.handle
-      .read(buffer, 0, size, 0)
-      .then(
-        ({ bytesRead }) => {
-          if (bytesRead === size && !entry.retired) {
-            entry.bytes = buffer;
-            this.loaded.add(entry);
-          } else this.memoryBytes -= size;
-        },
-        () => {
-          this.memoryBytes -= size;
-        },
-      )
-      .finally(() => this.release(entry));
-  }
-
-  private dropBytes(entry: OpenBlob): void {
-    this.loaded.delete(entry);
-    if (entry.bytes === undefined) return;
-    this.memoryBytes -= entry.bytes.byteLength;
-    entry.bytes = undefined;
-  }
-
   /** Forgets the cached entry of `key` (its file changed or is gone); closes it once unread. */
   private async forget(key: string): Promise<void> {
     const pending = this.files.get(key);
@@ -220,7 +162,6 @@ export class FsBlobStore implements BlobStore {
     const entry = await pending.catch(() => undefined);
     if (entry === undefined || entry.retired) return;
     entry.retired = true;
-    this.dropBytes(entry);
     if (entry.holders === 0) await entry.handle.close().catch(() => undefined);
   }
 
@@ -294,11 +235,7 @@ export class FsBlobStore implements BlobStore {
     if (range) assertBlobRange(range);
     if (range && range.end < range.start) return Readable.from([]);
     return new BlobReader(
-      async () => {
-        const entry = await this.hold(key);
-        if (entry !== undefined) this.noteRead(entry);
-        return entry;
-      },
+      () => this.hold(key),
       (entry) => this.release(entry),
       range,
     );
@@ -368,13 +305,6 @@ class BlobReader extends Readable {
     const want = Math.min(READ_CHUNK_BYTES, end - this.position + 1);
     if (want <= 0) {
       this.push(null);
-      return;
-    }
-    // In memory: a shared slice of the immutable bytes, no read at all.
-    if (entry.bytes !== undefined) {
-      const slice = entry.bytes.subarray(this.position, this.position + want);
-      this.position += slice.byteLength;
-      this.push(slice);
       return;
     }
     const buffer = Buffer.allocUnsafe(want);

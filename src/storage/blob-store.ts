@@ -25,6 +25,12 @@ export interface BlobStore {
    * destroying the stream releases its file or connection.
    */
   read(key: string, range?: { start: number; end: number }): Readable;
+  /**
+   * Bytes [start, end] of a blob this store holds in memory with current metadata, without I/O or
+   * a stream (finished-audio requests answered from a buffer), else undefined: then use read().
+   * Only stores that keep blobs in memory have it.
+   */
+  heldRange?(key: string, range: { start: number; end: number }): Buffer | undefined;
   /** Deletes a blob; deleting a missing one is not an error. */
   delete(key: string): Promise<void>;
   /** Deletes every blob whose key starts with `prefix`, which must be a folder: `a/b/`. */
