@@ -2,7 +2,7 @@
 // reported with usage in account info), a generation queue fair across accounts, cancellation of
 // pending and processing tasks (`POST /api/tts/generate/{id}/cancel`, our extension) and one-shot
 // synthesis answering 503 NO_WORKER_AVAILABLE instead of waiting without bound.
-// One generation slot (GENERATION_CONCURRENCY=1); a task of a remote voice whose local upstream
+// One generation slot per lane (GENERATION_CONCURRENCY=1, SHORT_TASK_CONCURRENCY=1); a task of a remote voice whose local upstream
 // never answers holds it while a test needs every slot busy. Assertions are on order and state,
 // never on how long anything took; every wait has a deadline.
 import assert from 'node:assert/strict';
@@ -29,6 +29,8 @@ before(async () => {
     listen: true,
     env: {
       GENERATION_CONCURRENCY: '1',
+      // One slot in the short lane too, so a test can hold every slot of either lane.
+      SHORT_TASK_CONCURRENCY: '1',
       ACCOUNT_MAX_QUEUED_TASKS: String(MAX_QUEUED),
       ACCOUNT_MAX_CONCURRENT_TASKS: '1',
       ACCOUNT_DAILY_CHARACTERS: String(DAILY_CHARACTERS),
