@@ -156,6 +156,8 @@ before(async () => {
     listen: true,
     env: {
       GENERATION_CONCURRENCY: '1',
+      // One slot in the short lane too: these tests hold the only slot with a short task.
+      SHORT_TASK_CONCURRENCY: '1',
       STREAM_RATE_LIMIT_MAX: '100000',
       // forgetFinishedAudio edits task rows behind the service: no per-node lookup cache.
       AUTH_CACHE_MS: '0',
