@@ -163,6 +163,33 @@ for (const adapter of adapters) {
       await later;
     });
 
+    void test('a cancellation wakes the waiters of cancellations and every other waiter; progress wakes only the latter', async () => {
+      const peer = await bus.peer();
+      const cancelOnly = bus.node.nextChange('task-1', deadline(), { only: 'cancel' });
+      const any = bus.node.nextChange('task-1', deadline());
+      assert.equal(bus.node.waiterCount('task-1'), 2);
+      peer.changed('task-1');
+      await any;
+      // Changes reach a node in the order they were announced: a marker after the progress change.
+      const marker = bus.node.nextChange('task-marker', deadline());
+      peer.changed('task-marker');
+      await marker;
+      assert.equal(await isSettled(cancelOnly), false, 'progress does not wake a cancellation watcher');
+      const anyAgain = bus.node.nextChange('task-1', deadline());
+      peer.changed('task-1', 'cancel');
+      await Promise.all([cancelOnly, anyAgain]);
+      assert.equal(bus.node.waiterCount('task-1'), 0);
+      // A cancellation announced by the waiting node itself, and an aborted cancellation wait.
+      const own = peer.nextChange('task-2', deadline(), { only: 'cancel' });
+      peer.changed('task-2', 'cancel');
+      await own;
+      const controller = new AbortController();
+      const aborted = bus.node.nextChange('task-3', controller.signal, { only: 'cancel' });
+      controller.abort(new Error('done'));
+      await assert.rejects(aborted, /done/);
+      assert.equal(bus.node.waiterCount('task-3'), 0);
+    });
+
     void test('changed() with no waiters anywhere is a no-op', async () => {
       bus.node.changed('nobody-waits');
       const peer = await bus.peer();

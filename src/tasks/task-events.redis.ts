@@ -14,7 +14,10 @@
  */
 import type { Redis } from 'ioredis';
 import { MemoryTaskEvents } from './task-events.memory.js';
-import type { TaskEvents } from './task-events.js';
+import type { TaskChangeKind, TaskEvents } from './task-events.js';
+
+/** A cancellation request travels as `cancel <task id>`; any other change as the bare task id. */
+const CANCEL_PREFIX = 'cancel ';
 
 /** What `RedisTaskEvents.create` needs. */
 export interface RedisTaskEventsOptions {
@@ -45,8 +48,11 @@ export class RedisTaskEvents implements TaskEvents {
     const subscriber = options.connection.duplicate({ connectionName: `${options.prefix}task-events` });
     const events = new RedisTaskEvents(options.connection, subscriber, channel, options.onError);
     subscriber.on('error', (err: Error) => options.onError(err));
-    subscriber.on('message', (from: string, taskId: string) => {
-      if (from === channel) events.local.changed(taskId);
+    subscriber.on('message', (from: string, message: string) => {
+      if (from !== channel) return;
+      if (message.startsWith(CANCEL_PREFIX))
+        events.local.changed(message.slice(CANCEL_PREFIX.length), 'cancel');
+      else events.local.changed(message);
     });
     try {
       await subscriber.subscribe(channel);
@@ -59,13 +65,14 @@ export class RedisTaskEvents implements TaskEvents {
     return events;
   }
 
-  changed(taskId: string): void {
-    this.local.changed(taskId);
-    this.publisher.publish(this.channel, taskId).catch((err: unknown) => this.report(err));
+  changed(taskId: string, kind: TaskChangeKind = 'progress'): void {
+    this.local.changed(taskId, kind);
+    const message = kind === 'cancel' ? `${CANCEL_PREFIX}${taskId}` : taskId;
+    this.publisher.publish(this.channel, message).catch((err: unknown) => this.report(err));
   }
 
-  nextChange(taskId: string, signal?: AbortSignal): Promise<void> {
-    return this.local.nextChange(taskId, signal);
+  nextChange(taskId: string, signal?: AbortSignal, options?: { only?: 'cancel' }): Promise<void> {
+    return this.local.nextChange(taskId, signal, options);
   }
 
   /** Number of this node's waiters of `taskId` (tests check that aborted waits leave none behind). */

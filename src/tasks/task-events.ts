@@ -12,12 +12,21 @@
  * as a hint, re-check the state they wait on, and bound every wait with an abort signal.
  */
 export interface TaskEvents {
-  /** Announces that something about `taskId` changed; listeners re-read what they need. Never throws. */
-  changed(taskId: string): void;
   /**
-   * Resolves at the next change of `taskId` after this call (or at a spurious wake-up); rejects
-   * with `signal.reason` (when it is an Error) as soon as `signal` aborts, removing the listener. Call it *before* checking
-   * state and await it after, so a change in between is never missed.
+   * Announces that something about `taskId` changed; listeners re-read what they need. `cancel`:
+   * the change is a cancellation request (it wakes every waiter, and the waiters of cancellations
+   * only). Never throws.
    */
-  nextChange(taskId: string, signal?: AbortSignal): Promise<void>;
+  changed(taskId: string, kind?: TaskChangeKind): void;
+  /**
+   * Resolves at the next change of `taskId` after this call (or at a spurious wake-up) — with
+   * `{ only: 'cancel' }`, at the next cancellation request only, so a generation's own progress
+   * does not wake its cancellation watcher; rejects with `signal.reason` (when it is an Error) as
+   * soon as `signal` aborts, removing the listener. Call it *before* checking state and await it
+   * after, so a change in between is never missed.
+   */
+  nextChange(taskId: string, signal?: AbortSignal, options?: { only?: 'cancel' }): Promise<void>;
 }
+
+/** What kind of change an announcement is: progress of the task (default), or a cancellation request. */
+export type TaskChangeKind = 'progress' | 'cancel';

@@ -249,15 +249,17 @@ export class TaskRunner {
   }
 
   /**
-   * Until `signal` aborts: at every change of the task (and once at the start), re-reads its
-   * cancel reason; when one is set, aborts the generation with it. Never throws.
+   * Until `signal` aborts: at every cancellation request of the task (and once at the start, and
+   * at spurious wake-ups), re-reads its cancel reason; when one is set, aborts the generation with
+   * it. The generation's own progress does not wake it (a read per piece change, for nothing).
+   * Never throws.
    */
   private async watchCancellation(taskId: string, signal: AbortSignal): Promise<void> {
     const { store, events, log } = this.deps;
     try {
       while (!signal.aborted) {
         // Subscribe before reading, so a request in between is not missed (TaskEvents contract).
-        const change = events.nextChange(taskId, signal);
+        const change = events.nextChange(taskId, signal, { only: 'cancel' });
         change.catch(() => undefined);
         const reason = await store.cancelReason(taskId);
         if (reason !== undefined) {

@@ -256,7 +256,7 @@ export class TaskService implements StreamTaskLookup {
         `task ${id} has already finished (${task.status}); there is nothing to cancel`,
       );
     }
-    this.events.changed(id);
+    this.events.changed(id, 'cancel');
     if (after === 'failed') {
       // Best effort: a delivery of a failed task finds nothing to claim anyway.
       await this.queue.dequeue(id).catch(() => undefined);
