@@ -14,6 +14,7 @@
 import type { Readable } from 'node:stream';
 import { AppError, errors, isAppError } from '../errors/app-error.js';
 import { BOOLEAN_FIELDS, lenientItem, NUMBER_FIELDS } from './generation-params.js';
+import type { StreamTaskView } from './stream-view.js';
 import type { TaskEvents } from './task-events.js';
 import type { TaskDetailView, TaskService } from './task-service.js';
 
@@ -147,12 +148,17 @@ export class OneShotService {
     withStream: boolean,
     signal: AbortSignal,
   ): Promise<OneShotResult> {
-    await this.started(accountId, task.id, signal);
-    const done = await this.waitUntil(accountId, task.id, finished, signal);
+    const { authToken } = await this.started(accountId, task.id, signal);
+    const done = await this.waitUntil(
+      task.id,
+      () => this.deps.tasks.get(accountId, task.id),
+      finished,
+      signal,
+    );
     const audio = done.metadata.audio;
     if (done.status !== 'generated' || audio === undefined) throw this.failure(done);
     const result: OneShotResult = { id: done.id, audio, credit_used: done.credit_used };
-    if (withStream) result.streamUrl = this.deps.tasks.liveUrl(done.id, await this.authToken(done.id));
+    if (withStream) result.streamUrl = this.deps.tasks.liveUrl(done.id, authToken);
     return result;
   }
 
@@ -161,22 +167,14 @@ export class OneShotService {
    * bytes exist, so that any failure before them is still an ordinary (JSON) error.
    */
   async audio(accountId: string, task: TaskDetailView, signal: AbortSignal): Promise<OneShotAudio> {
-    const auth = await this.authToken(task.id);
-    const info: OneShotAudioInfo = {
-      id: task.id,
-      audio: this.deps.tasks.audioUrl(task.id, auth),
-      streamUrl: this.deps.tasks.liveUrl(task.id, auth),
-      credit_used: task.billing.credits,
-      billing: task.billing,
-      estimatedDuration: task.estimatedDuration,
-    };
+    let claimed: StreamTaskView;
     let bytes: Readable | undefined;
     let mp3: AsyncIterator<Uint8Array> | undefined;
     let first: IteratorResult<Uint8Array>;
     try {
       // Once a worker holds the task, its content session is built where the piece is synthesised.
-      const claimed = await this.started(accountId, task.id, signal);
-      if (claimed.status === 'failed') throw this.failure(claimed);
+      claimed = await this.started(accountId, task.id, signal);
+      if (claimed.status === 'failed') throw this.failure(await this.deps.tasks.get(accountId, task.id));
       bytes = await this.deps.contentAudio(task.id, 0, signal);
       mp3 = (bytes as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
       first = await mp3.next();
@@ -186,6 +184,14 @@ export class OneShotService {
       throw await this.explain(accountId, task.id, err, signal);
     }
     if (first.done === true) throw new AppError('TTS_GENERATE_FAILED', 'synthesis produced no audio');
+    const info: OneShotAudioInfo = {
+      id: task.id,
+      audio: this.deps.tasks.audioUrl(task.id, claimed.authToken),
+      streamUrl: this.deps.tasks.liveUrl(task.id, claimed.authToken),
+      credit_used: task.billing.credits,
+      billing: task.billing,
+      estimatedDuration: task.estimatedDuration,
+    };
     const rest = mp3;
     async function* body(): AsyncIterable<Uint8Array> {
       yield first.value;
@@ -195,20 +201,22 @@ export class OneShotService {
   }
 
   /**
-   * Resolves with the task once a worker has claimed it (or it failed). When that takes longer
-   * than `startTimeoutMs`, cancels the task and throws 503 NO_WORKER_AVAILABLE with Retry-After.
+   * Resolves with the task's stream view (status and stream token: two small reads, not the whole
+   * record) once a worker has claimed it (or it failed). When that takes longer than
+   * `startTimeoutMs`, cancels the task and throws 503 NO_WORKER_AVAILABLE with Retry-After.
    */
-  private async started(accountId: string, taskId: string, signal: AbortSignal): Promise<TaskDetailView> {
+  private async started(accountId: string, taskId: string, signal: AbortSignal): Promise<StreamTaskView> {
     const { startTimeoutMs, tasks } = this.deps;
     const timeout = AbortSignal.timeout(startTimeoutMs);
-    const claimed = (t: TaskDetailView): boolean => t.status !== 'pending';
+    const view = () => tasks.streamView(taskId);
+    const claimed = (t: StreamTaskView): boolean => t.status !== 'pending';
     try {
-      return await this.waitUntil(accountId, taskId, claimed, AbortSignal.any([signal, timeout]));
+      return await this.waitUntil(taskId, view, claimed, AbortSignal.any([signal, timeout]));
     } catch (err) {
       if (signal.aborted || !timeout.aborted) throw err;
     }
     const seconds = Math.max(1, Math.ceil(startTimeoutMs / 1000));
-    const now = await tasks.get(accountId, taskId);
+    const now = await view();
     if (claimed(now)) return now; // started at the last moment
     await tasks
       .cancel(accountId, taskId, `cancelled: no generation slot became free within ${seconds} s`)
@@ -220,27 +228,22 @@ export class OneShotService {
     );
   }
 
-  private async authToken(taskId: string): Promise<string> {
-    return (await this.deps.tasks.streamView(taskId)).authToken;
-  }
-
-  /** Resolves with the task once it is failed, or generated with its audio stored. */
-  /** Resolves with the task once `done` holds for it, re-checking at every change of the task. */
-  private async waitUntil(
-    accountId: string,
+  /** Resolves with what `read` gives once `done` holds for it, reading again at every change of the task. */
+  private async waitUntil<T>(
     taskId: string,
-    done: (task: TaskDetailView) => boolean,
+    read: () => Promise<T>,
+    done: (task: T) => boolean,
     signal: AbortSignal,
-  ): Promise<TaskDetailView> {
+  ): Promise<T> {
     for (;;) {
       signal.throwIfAborted();
       // Subscribe before reading, so a change in between is not missed (TaskEvents contract).
       const subscription = new AbortController();
       const change = this.deps.events.nextChange(taskId, AbortSignal.any([signal, subscription.signal]));
       change.catch(() => undefined);
-      let task: TaskDetailView;
+      let task: T;
       try {
-        task = await this.deps.tasks.get(accountId, taskId);
+        task = await read();
       } catch (err) {
         subscription.abort();
         throw err;
