@@ -230,7 +230,8 @@ export class TaskService implements StreamTaskLookup {
     const admission = await this.store.insert({ task, pieces }, this.quotas, utcDay(now));
     if (!admission.admitted) throw quotaExceeded(admission, characters, now);
     await this.queue.enqueue({ taskId: id, accountId, position: admission.position, characters });
-    return this.detailView(accountId, task, await this.store.pieces(id), false);
+    // The rows just stored (a worker may already be changing them: the answer shows them as created).
+    return this.detailView(accountId, task, pieces, false);
   }
 
   /** The voice objects of the voices a task speaks, in first-use order. */
