@@ -13,6 +13,10 @@ describe('isDependencyUnavailable', () => {
     ['pg: server starting', withCode('57P03')],
     ['pg: connection_exception class', withCode('08006')],
     ['pg: connection ended', new Error('Connection terminated unexpectedly')],
+    [
+      'pg: a client whose connection broke',
+      new Error('Client has encountered a connection error and is not queryable'),
+    ],
     ['ioredis: gave up while reconnecting', named('MaxRetriesPerRequestError', 'Reached the max retries')],
     ['ioredis: connection closed', new Error('Connection is closed.')],
     [

@@ -32,6 +32,7 @@ const POSTGRES_UNAVAILABLE_CODES = new Set([
 /** Messages of client libraries whose errors carry no code. */
 const UNAVAILABLE_MESSAGES = [
   /^Connection terminated( unexpectedly)?$/, // pg: the server closed the connection
+  /^Client has encountered a connection error and is not queryable$/, // pg: a client whose connection broke
   /^timeout exceeded when trying to connect$/, // pg pool: connectionTimeoutMillis
   /^Connection is closed\.$/, // ioredis: a command on a connection that ended
   /^Stream isn't writeable and enableOfflineQueue options is false$/, // ioredis, offline queue off

@@ -310,6 +310,56 @@ void describe('TaskRunner under leases', () => {
     assert.deepEqual(logged, [{ level: 'warn', msg: 'generation lease lost' }]);
   });
 
+  void test('a task whose claim fails (the database did not answer) is delivered again and generated', async () => {
+    await insertTask(handle, 'claim-fails', { status: 'pending' });
+    const claimWithin = store.claimWithin.bind(store);
+    let claims = 0;
+    // The first claim fails as it would while PostgreSQL restarts (an own property over the method).
+    store.claimWithin = async (...args) => {
+      if (claims++ === 0) throw new Error('Connection terminated unexpectedly');
+      return claimWithin(...args);
+    };
+    try {
+      await runner.start();
+      // Bounded: without a second delivery the engine is never reached.
+      await until(() => engine.calls === 1, 'the task is delivered again and reaches the engine');
+      engine.release();
+      await until(
+        async () => (await store.get('claim-fails'))?.status === 'generated',
+        'the task is generated',
+      );
+    } finally {
+      delete (store as Partial<Pick<TaskStore, 'claimWithin'>>).claimWithin;
+    }
+    assert.equal(claims, 2);
+    assert.deepEqual(logged, [{ level: 'error', msg: 'could not claim a generation task; retrying later' }]);
+  });
+
+  void test('a generation interrupted by the database going away is delivered again and resumed, not failed', async () => {
+    await insertTask(handle, 'db-blip', { status: 'pending' });
+    const setPieceStatus = store.setPieceStatus.bind(store);
+    let writes = 0;
+    // The first piece write fails as it would while PostgreSQL restarts.
+    store.setPieceStatus = async (...args) => {
+      if (writes++ === 0) throw new Error('Client has encountered a connection error and is not queryable');
+      return setPieceStatus(...args);
+    };
+    try {
+      await runner.start();
+      await until(() => engine.calls === 1, 'the task is delivered again and reaches the engine');
+      engine.release();
+      await until(async () => (await store.get('db-blip'))?.status === 'generated', 'the task is generated');
+    } finally {
+      delete (store as Partial<Pick<TaskStore, 'setPieceStatus'>>).setPieceStatus;
+    }
+    const row = await store.get('db-blip');
+    assert.equal(row?.attempts, 2, 'a second delivery resumed it');
+    assert.equal(row?.error, null);
+    assert.deepEqual(logged, [
+      { level: 'warn', msg: 'generation interrupted: a backing service is unavailable; retrying later' },
+    ]);
+  });
+
   void test('abort(taskId) stops the in-flight engine call at once, fails the task with the reason and frees the slot', async () => {
     await insertTask(handle, 'to-cancel', { status: 'pending' });
     await insertTask(handle, 'next-in-line', { status: 'pending', createdAt: new Date(Date.now() + 1000) });

@@ -33,6 +33,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError, Queue, WaitingError, Worker, type Job } from 'bullmq';
 import {
   ACCOUNT_BUSY,
+  RETRY_LATER,
   LeaseLostError,
   QueueClosingError,
   type QueuedTask,
@@ -217,11 +218,11 @@ export class BullmqTaskQueue implements TaskQueue {
     if (reason instanceof QueueClosingError) return this.handBack(job, lockToken);
     // Not ours any more: completing it would fail on the lock anyway; the stalled check hands it on.
     if (reason instanceof LeaseLostError) throw new WaitingError();
-    if (outcome === ACCOUNT_BUSY) return this.delay(job, lockToken);
+    if (outcome === ACCOUNT_BUSY || outcome === RETRY_LATER) return this.delay(job, lockToken);
     // Returning completes the job, which removes it: the task can be queued again.
   }
 
-  /** Hands a job back for `busyRetryMs` (its account is at its concurrency limit); it keeps its priority. */
+  /** Hands a job back for `busyRetryMs` (its account is at its limit, or it could not be claimed); it keeps its priority. */
   private async delay(job: Job, lockToken: string): Promise<never> {
     try {
       await job.moveToDelayed(Date.now() + (this.options.busyRetryMs ?? 1000), lockToken);

@@ -16,6 +16,7 @@ import { BullmqTaskQueue } from './task-queue.bullmq.js';
 import { MemoryTaskQueue } from './task-queue.memory.js';
 import {
   ACCOUNT_BUSY,
+  RETRY_LATER,
   LeaseLostError,
   QueueClosingError,
   type QueuedTask,
@@ -389,6 +390,20 @@ for (const adapter of adapters) {
         handled.map((d) => d.taskId),
         ['other-1', 'busy-1'],
       );
+      await until(() => queue.active === 0, 'the queue is idle');
+      assert.deepEqual(cluster.errors, []);
+    });
+
+    void test('a delivery answered RETRY_LATER (its claim failed) is delivered again, with a new token', async () => {
+      const queue = cluster.node();
+      const leases: TaskLease[] = [];
+      await queue.enqueue(queued(['flaky-1'], 'account-flaky'));
+      await queue.start(async (lease) => {
+        leases.push(lease);
+        return leases.length === 1 ? RETRY_LATER : undefined;
+      }, 1);
+      await until(() => leases.length === 2, 'the task is delivered again');
+      assert.notEqual(leases[0]?.token, leases[1]?.token);
       await until(() => queue.active === 0, 'the queue is idle');
       assert.deepEqual(cluster.errors, []);
     });

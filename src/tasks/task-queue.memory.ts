@@ -12,6 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   ACCOUNT_BUSY,
+  RETRY_LATER,
   QueueClosingError,
   type QueuedTask,
   type TaskHandler,
@@ -139,7 +140,8 @@ export class MemoryTaskQueue implements TaskQueue {
         .catch(() => undefined) // the handler reports its own errors; the delivery is over either way
         .then((outcome) => {
           this.running.delete(taskId);
-          if (outcome === ACCOUNT_BUSY && !this.closed) this.handBackBusy(taskId, accountId);
+          if ((outcome === ACCOUNT_BUSY || outcome === RETRY_LATER) && !this.closed)
+            this.handBackBusy(taskId, accountId);
           else {
             this.known.delete(taskId);
             this.resume(accountId);
@@ -151,7 +153,10 @@ export class MemoryTaskQueue implements TaskQueue {
     }
   }
 
-  /** The account is at its limit: its task waits at the back of its line, the account is skipped. */
+  /**
+   * The account is at its limit (or its task could not be claimed): the task waits at the back of
+   * its line, the account is skipped until one of its tasks here finishes or `busyRetryMs` passed.
+   */
   private handBackBusy(taskId: string, accountId: string): void {
     const line = this.line(accountId);
     line.waiting.push(taskId);

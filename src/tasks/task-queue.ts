@@ -36,16 +36,23 @@ export interface TaskLease {
 export const ACCOUNT_BUSY = 'account-busy';
 
 /**
- * Works on one delivery. Returning or throwing ends the delivery for good (the task is not
- * delivered again), except returning ACCOUNT_BUSY; errors are the handler's to report — the queue
- * only ends the delivery.
+ * What a handler may answer when it could not take the task up for a passing reason (the database
+ * did not answer its claim): the task goes back to the queue like an ACCOUNT_BUSY one and is
+ * delivered again later, instead of staying pending until a node restarts.
  */
-export type TaskHandler = (lease: TaskLease) => Promise<void | typeof ACCOUNT_BUSY>;
+export const RETRY_LATER = 'retry-later';
+
+/**
+ * Works on one delivery. Returning or throwing ends the delivery for good (the task is not
+ * delivered again), except returning ACCOUNT_BUSY or RETRY_LATER; errors are the handler's to
+ * report — the queue only ends the delivery.
+ */
+export type TaskHandler = (lease: TaskLease) => Promise<void | typeof ACCOUNT_BUSY | typeof RETRY_LATER>;
 
 /**
  * Delivers queued task ids to handlers, at most once at a time per task while leases are valid.
  * A task is delivered again only when its lease expired (the worker died or hung: no heartbeat),
- * its delivery was interrupted by `close()`, or its handler answered ACCOUNT_BUSY.
+ * its delivery was interrupted by `close()`, or its handler answered ACCOUNT_BUSY or RETRY_LATER.
  *
  * Fair across accounts (issue 11 finding 3): within an account tasks go in queue order, and one
  * account's many queued tasks delay another account's task by about one delivery per slot at most.

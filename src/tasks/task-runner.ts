@@ -30,6 +30,7 @@ import { EngineCallError, type SpeechEngine } from '../audio/engines/engine.js';
 import { CANONICAL_RATE } from '../audio/pcm.js';
 import { pcmChunks } from '../audio/pcm-stream.js';
 import { AppError, isAppError } from '../errors/app-error.js';
+import { isDependencyUnavailable } from '../errors/dependency-unavailable.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import { storageUnavailable } from '../storage/storage-errors.js';
 import type { TaskContentRow, TaskRow } from '../storage/schema.js';
@@ -40,6 +41,7 @@ import type { PieceAudioStore } from './piece-audio.js';
 import type { TaskEvents } from './task-events.js';
 import {
   ACCOUNT_BUSY,
+  RETRY_LATER,
   LeaseLostError,
   QueueClosingError,
   type QueuedTask,
@@ -188,9 +190,13 @@ export class TaskRunner {
 
   /**
    * One delivery: claim the task under the lease token, then generate it (never throws).
-   * ACCOUNT_BUSY when its account already has `accountConcurrency` long tasks processing (0 = no limit).
+   * ACCOUNT_BUSY when its account already has `accountConcurrency` long tasks processing (0 = no limit);
+   * RETRY_LATER when the claim could not be made (the database did not answer).
    */
-  private async handle(lease: TaskLease, accountConcurrency: number): Promise<void | typeof ACCOUNT_BUSY> {
+  private async handle(
+    lease: TaskLease,
+    accountConcurrency: number,
+  ): Promise<void | typeof ACCOUNT_BUSY | typeof RETRY_LATER> {
     const { store, events, log, workerUrl } = this.deps;
     if (lease.signal.aborted) return; // interrupted before it began: no attempt to count
     let claim: ClaimOutcome;
@@ -201,9 +207,9 @@ export class TaskRunner {
         countAbove: this.deps.shortLane?.maxChars ?? 0,
       });
     } catch (err) {
-      // Left as it is: queued again when a runner starts.
-      log.error({ err, taskId: lease.taskId }, 'could not claim a generation task');
-      return;
+      // The task is still pending: delivered again shortly (the database may be restarting).
+      log.error({ err, taskId: lease.taskId }, 'could not claim a generation task; retrying later');
+      return RETRY_LATER;
     }
     switch (claim.kind) {
       case 'gone':
@@ -236,7 +242,7 @@ export class TaskRunner {
     const watching = new AbortController();
     const watcher = this.watchCancellation(task.id, watching.signal);
     try {
-      await this.generate(task, {
+      return await this.generate(task, {
         taskId: lease.taskId,
         token: lease.token,
         signal: AbortSignal.any([lease.signal, control.signal]),
@@ -273,7 +279,14 @@ export class TaskRunner {
     }
   }
 
-  private async generate(task: TaskRow, lease: TaskLease): Promise<void> {
+  /**
+   * Generates the task's pending pieces, stores its merged audio and marks it generated; on an
+   * error, fails it with a message tenants may read — except when a backing service went away
+   * (PostgreSQL restarting, Redis or the bucket unreachable): then RETRY_LATER, and a later
+   * delivery resumes it (at most MAX_ATTEMPTS deliveries in all), instead of failing a task for a
+   * blip or leaving it processing when its failure could not be recorded either.
+   */
+  private async generate(task: TaskRow, lease: TaskLease): Promise<void | typeof RETRY_LATER> {
     const { store, events, log } = this.deps;
     const { signal, token } = lease;
     const aborted = this.running.get(task.id)?.signal;
@@ -319,6 +332,13 @@ export class TaskRunner {
             'generation lease lost',
           );
         return;
+      }
+      if (!(err instanceof EngineCallError) && isDependencyUnavailable(err)) {
+        log.warn(
+          { err, taskId: task.id, piece: current },
+          'generation interrupted: a backing service is unavailable; retrying later',
+        );
+        return RETRY_LATER;
       }
       // Engine errors are generic for tenants; `err.detail` (URL, status, upstream body) is logged.
       // A full or read-only disk (piece PCM or a blob) is named as such, never "internal error".
