@@ -8,11 +8,14 @@
  * alternating, and a bare node:http server answering the same ranges from memory
  * (bench/lib/bare-range-server.ts: the platform's ceiling, no framework, auth or logs). Prints
  * requests/s, non-206 answers and the ratios; exits 1 below 0.6× nginx.
+ * SCALE_OUT=1 NODES=2: a second node of the same cluster serves the same task; `wrk` runs against
+ * both nodes at once (CONNECTIONS/2 each) and their requests/s are added up.
  */
-import { fork, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { serveFileWithNginx, type NginxFile } from './lib/nginx.js';
 import {
   cpuSeconds,
@@ -23,11 +26,13 @@ import {
   runBench,
   serverNodeArgsFromProcess,
   startServer,
+  type BenchServer,
 } from './lib/server.js';
 
 const SECONDS = Number(process.env.SECONDS_PER_RUN ?? 10);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 64);
 const RUNS = Number(process.env.RUNS ?? 2);
+const NODES = Number(process.env.NODES ?? 1);
 const RANGE = 65_536;
 const TEXT =
   'The old lighthouse keeper climbed the spiral stairs every evening, counting each step as his father had taught him. ' +
@@ -56,11 +61,14 @@ end
 `;
 }
 
-async function wrk(url: string, scriptPath: string): Promise<WrkResult> {
-  const out = spawnSync('wrk', ['-t1', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '-s', scriptPath, url], {
-    encoding: 'utf8',
+async function wrk(url: string, scriptPath: string, connections = CONNECTIONS): Promise<WrkResult> {
+  const out = await promisify(execFile)(
+    'wrk',
+    ['-t1', `-c${connections}`, `-d${SECONDS}s`, '-s', scriptPath, url],
+    { encoding: 'utf8' },
+  ).catch((err: unknown) => {
+    throw new Error(`wrk failed: ${String((err as { stderr?: string }).stderr ?? err)}`);
   });
-  if (out.status !== 0) throw new Error(`wrk failed: ${out.stderr}`);
   const result = /RESULT (\d+) ([\d.]+)/.exec(out.stdout);
   if (result === null) throw new Error(`no wrk result in:\n${out.stdout}`);
   const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out.stdout)?.[1];
@@ -74,6 +82,18 @@ async function wrk(url: string, scriptPath: string): Promise<WrkResult> {
   };
 }
 
+/** `wrk` against every node at once (the connections split between them); the results added up. */
+async function wrkNodes(origins: string[], scriptPath: string): Promise<WrkResult> {
+  const each = Math.max(1, Math.floor(CONNECTIONS / origins.length));
+  const results = await Promise.all(origins.map((origin) => wrk(origin, scriptPath, each)));
+  return {
+    rps: results.reduce((n, r) => n + r.rps, 0),
+    requests: results.reduce((n, r) => n + r.requests, 0),
+    bad: results.reduce((n, r) => n + r.bad, 0),
+    socketErrors: results.map((r) => r.socketErrors).join('; '),
+  };
+}
+
 async function main(): Promise<number> {
   ensureDebianPackages({ nginx: 'nginx', wrk: 'wrk' });
   const server = await startServer(
@@ -84,9 +104,24 @@ async function main(): Promise<number> {
     },
     serverNodeArgsFromProcess(),
   );
+  if (NODES !== 1 && (NODES !== 2 || server.scaleOutEnv.REDIS_URL === undefined))
+    throw new Error('NODES=2 needs SCALE_OUT=1 (a cluster shares PostgreSQL, Redis and S3)');
+  let second: BenchServer | undefined;
   let nginx: NginxFile | undefined;
   let bare: ChildProcess | undefined;
   try {
+    if (NODES === 2) {
+      second = await startServer(
+        {
+          RATE_LIMIT_MAX: '1000000',
+          STREAM_RATE_LIMIT_MAX: '1000000',
+          LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+        },
+        serverNodeArgsFromProcess(),
+        server,
+      );
+    }
+    const nodes = second === undefined ? [server] : [server, second];
     const task = await finishedTask(server, TEXT.repeat(3));
     const audio = Buffer.from(await (await fetch(task.audioUrl)).arrayBuffer());
     nginx = await serveFileWithNginx(audio);
@@ -104,7 +139,10 @@ async function main(): Promise<number> {
     await writeFile(oursScript, wrkScript(audio.length, `${ours.pathname}${ours.search}`));
     await writeFile(nginxScript, wrkScript(audio.length, '/audio.mp3'));
     console.log(
-      `file ${(audio.length / 1024 / 1024).toFixed(2)} MiB; wrk -t1 -c${CONNECTIONS} -d${SECONDS}s, random ${RANGE / 1024} KiB ranges, ${RUNS} runs each, alternating`,
+      `file ${(audio.length / 1024 / 1024).toFixed(2)} MiB; wrk -t1 -c${CONNECTIONS} -d${SECONDS}s, random ${RANGE / 1024} KiB ranges, ${RUNS} runs each, alternating` +
+        (nodes.length > 1
+          ? `; ours on ${nodes.length} nodes of one cluster, ${CONNECTIONS / nodes.length} connections each`
+          : ''),
     );
     const oursRuns: WrkResult[] = [];
     const nginxRuns: WrkResult[] = [];
@@ -113,9 +151,11 @@ async function main(): Promise<number> {
     for (let run = 0; run < RUNS; run++) {
       nginxRuns.push(await wrk(new URL(nginx.url).origin, nginxScript));
       bareRuns.push(await wrk(`http://127.0.0.1:${barePort}`, nginxScript));
-      const before = cpuSeconds(server.pid);
-      oursRuns.push(await wrk(`${ours.origin}`, oursScript));
-      oursCpu += cpuSeconds(server.pid) - before;
+      const cpu = () => nodes.reduce((n, node) => n + cpuSeconds(node.pid), 0);
+      const before = cpu();
+      const origins = nodes.map((node) => new URL(node.url).origin);
+      oursRuns.push(await wrkNodes(origins, oursScript));
+      oursCpu += cpu() - before;
       console.log(
         `run ${run + 1}: nginx ${nginxRuns[run]!.rps.toFixed(0)} req/s (non-2xx ${nginxRuns[run]!.bad}, socket errors ${nginxRuns[run]!.socketErrors}); ` +
           `bare node:http ${bareRuns[run]!.rps.toFixed(0)} req/s; ` +
@@ -166,6 +206,7 @@ async function main(): Promise<number> {
   } finally {
     await nginx?.stop();
     bare?.kill();
+    await second?.stop();
     await server.stop();
   }
 }
