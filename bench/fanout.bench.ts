@@ -12,7 +12,7 @@
  * Targets: ≥ 0.5× nginx's throughput, pipeline runs = 1. Exits 1 when one is missed.
  */
 import http from 'node:http';
-import { createLongTask, metricValue, runStreamClient } from './lib/live-session.js';
+import { createLongTask, metricValue, pipelineRunsRow, runStreamClient } from './lib/live-session.js';
 import { serveFileWithNginx, type NginxFile } from './lib/nginx.js';
 import {
   ensureDebianPackages,
@@ -141,14 +141,7 @@ async function main(): Promise<number> {
         target: 'report',
         pass: true,
       },
-      {
-        metric: `pipeline runs for the session${second === undefined ? '' : ' (both nodes)'}`,
-        ours: String(pipelineRuns),
-        reference: '1',
-        ratio: '—',
-        target: '1',
-        pass: pipelineRuns === 1,
-      },
+      pipelineRunsRow(pipelineRuns, second === undefined ? '' : ' (both nodes)'),
     ]);
   } finally {
     await nginxFile?.stop();

@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { api, type BenchServer } from './server.js';
+import { api, type BenchServer, type ResultRow } from './server.js';
 import type { StreamClientOptions, StreamClientResult } from './stream-client.js';
 
 const SENTENCES = [
@@ -81,4 +81,16 @@ export function runStreamClient(options: StreamClientOptions): Promise<StreamCli
 export async function metricValue(server: BenchServer, name: string): Promise<number> {
   const text = await (await fetch(`${server.url}/metrics`)).text();
   return Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+}
+
+/** The report row every one-session benchmark shares: the session's pipeline ran once, whatever the crowd. */
+export function pipelineRunsRow(pipelineRuns: number, where = ''): ResultRow {
+  return {
+    metric: `pipeline runs for the session${where}`,
+    ours: String(pipelineRuns),
+    reference: '1',
+    ratio: '—',
+    target: '1',
+    pass: pipelineRuns === 1,
+  };
 }

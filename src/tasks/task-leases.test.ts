@@ -310,48 +310,54 @@ void describe('TaskRunner under leases', () => {
     assert.deepEqual(logged, [{ level: 'warn', msg: 'generation lease lost' }]);
   });
 
-  void test('a task whose claim fails (the database did not answer) is delivered again and generated', async () => {
-    await insertTask(handle, 'claim-fails', { status: 'pending' });
-    const claimWithin = store.claimWithin.bind(store);
-    let claims = 0;
-    // The first claim fails as it would while PostgreSQL restarts (an own property over the method).
-    store.claimWithin = async (...args) => {
-      if (claims++ === 0) throw new Error('Connection terminated unexpectedly');
-      return claimWithin(...args);
+  /**
+   * Starts the runner with the first call of `store[method]` failing with `message` (as while
+   * PostgreSQL restarts); resolves with the calls of that method once the task is generated.
+   * Bounded: without a second delivery the engine is never reached and the wait times out.
+   */
+  async function generatedAfterOneFailure(
+    id: string,
+    method: 'claimWithin' | 'setPieceStatus',
+    message: string,
+  ): Promise<number> {
+    const patched = store as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const original = store[method].bind(store) as (...args: unknown[]) => Promise<unknown>;
+    let calls = 0;
+    // An own property over the prototype's method, deleted afterwards.
+    patched[method] = async (...args) => {
+      if (calls++ === 0) throw new Error(message);
+      return original(...args);
     };
     try {
       await runner.start();
-      // Bounded: without a second delivery the engine is never reached.
       await until(() => engine.calls === 1, 'the task is delivered again and reaches the engine');
       engine.release();
-      await until(
-        async () => (await store.get('claim-fails'))?.status === 'generated',
-        'the task is generated',
-      );
+      await until(async () => (await store.get(id))?.status === 'generated', 'the task is generated');
     } finally {
-      delete (store as Partial<Pick<TaskStore, 'claimWithin'>>).claimWithin;
+      delete patched[method];
     }
+    return calls;
+  }
+
+  void test('a task whose claim fails (the database did not answer) is delivered again and generated', async () => {
+    await insertTask(handle, 'claim-fails', { status: 'pending' });
+    const claims = await generatedAfterOneFailure(
+      'claim-fails',
+      'claimWithin',
+      'Connection terminated unexpectedly',
+    );
     assert.equal(claims, 2);
     assert.deepEqual(logged, [{ level: 'error', msg: 'could not claim a generation task; retrying later' }]);
   });
 
   void test('a generation interrupted by the database going away is delivered again and resumed, not failed', async () => {
     await insertTask(handle, 'db-blip', { status: 'pending' });
-    const setPieceStatus = store.setPieceStatus.bind(store);
-    let writes = 0;
-    // The first piece write fails as it would while PostgreSQL restarts.
-    store.setPieceStatus = async (...args) => {
-      if (writes++ === 0) throw new Error('Client has encountered a connection error and is not queryable');
-      return setPieceStatus(...args);
-    };
-    try {
-      await runner.start();
-      await until(() => engine.calls === 1, 'the task is delivered again and reaches the engine');
-      engine.release();
-      await until(async () => (await store.get('db-blip'))?.status === 'generated', 'the task is generated');
-    } finally {
-      delete (store as Partial<Pick<TaskStore, 'setPieceStatus'>>).setPieceStatus;
-    }
+    const writes = await generatedAfterOneFailure(
+      'db-blip',
+      'setPieceStatus',
+      'Client has encountered a connection error and is not queryable',
+    );
+    assert.ok(writes >= 2, `${writes} piece writes`);
     const row = await store.get('db-blip');
     assert.equal(row?.attempts, 2, 'a second delivery resumed it');
     assert.equal(row?.error, null);

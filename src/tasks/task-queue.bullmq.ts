@@ -32,12 +32,12 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError, Queue, WaitingError, Worker, type Job } from 'bullmq';
 import {
-  ACCOUNT_BUSY,
-  RETRY_LATER,
+  handsBack,
   LeaseLostError,
   QueueClosingError,
   type QueuedTask,
   type TaskHandler,
+  type TaskOutcome,
   type TaskQueue,
 } from './task-queue.js';
 
@@ -206,7 +206,7 @@ export class BullmqTaskQueue implements TaskQueue {
     const delivery: Delivery = { controller: new AbortController(), confirmedAt: Date.now() };
     this.deliveries.set(taskId, delivery);
     this.counted.add(job);
-    let outcome: Awaited<ReturnType<TaskHandler>> = undefined;
+    let outcome: TaskOutcome = undefined;
     try {
       outcome = await handler({ taskId, token: randomUUID(), signal: delivery.controller.signal });
     } catch {
@@ -218,7 +218,7 @@ export class BullmqTaskQueue implements TaskQueue {
     if (reason instanceof QueueClosingError) return this.handBack(job, lockToken);
     // Not ours any more: completing it would fail on the lock anyway; the stalled check hands it on.
     if (reason instanceof LeaseLostError) throw new WaitingError();
-    if (outcome === ACCOUNT_BUSY || outcome === RETRY_LATER) return this.delay(job, lockToken);
+    if (handsBack(outcome)) return this.delay(job, lockToken);
     // Returning completes the job, which removes it: the task can be queued again.
   }
 

@@ -11,8 +11,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
-  ACCOUNT_BUSY,
-  RETRY_LATER,
+  handsBack,
   QueueClosingError,
   type QueuedTask,
   type TaskHandler,
@@ -140,8 +139,7 @@ export class MemoryTaskQueue implements TaskQueue {
         .catch(() => undefined) // the handler reports its own errors; the delivery is over either way
         .then((outcome) => {
           this.running.delete(taskId);
-          if ((outcome === ACCOUNT_BUSY || outcome === RETRY_LATER) && !this.closed)
-            this.handBackBusy(taskId, accountId);
+          if (handsBack(outcome) && !this.closed) this.handBackBusy(taskId, accountId);
           else {
             this.known.delete(taskId);
             this.resume(accountId);

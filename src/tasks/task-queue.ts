@@ -47,7 +47,15 @@ export const RETRY_LATER = 'retry-later';
  * delivered again), except returning ACCOUNT_BUSY or RETRY_LATER; errors are the handler's to
  * report — the queue only ends the delivery.
  */
-export type TaskHandler = (lease: TaskLease) => Promise<void | typeof ACCOUNT_BUSY | typeof RETRY_LATER>;
+export type TaskHandler = (lease: TaskLease) => Promise<TaskOutcome>;
+
+/** How a delivery ended: done (undefined), or one of the answers that hand the task back. */
+export type TaskOutcome = void | typeof ACCOUNT_BUSY | typeof RETRY_LATER;
+
+/** True when the delivery's outcome hands the task back to be delivered again later (every adapter alike). */
+export function handsBack(outcome: TaskOutcome): boolean {
+  return outcome === ACCOUNT_BUSY || outcome === RETRY_LATER;
+}
 
 /**
  * Delivers queued task ids to handlers, at most once at a time per task while leases are valid.

@@ -46,6 +46,7 @@ import {
   QueueClosingError,
   type QueuedTask,
   type TaskLease,
+  type TaskOutcome,
   type TaskQueue,
 } from './task-queue.js';
 import type { ClaimOutcome, TaskStore } from './task-store.js';
@@ -193,10 +194,7 @@ export class TaskRunner {
    * ACCOUNT_BUSY when its account already has `accountConcurrency` long tasks processing (0 = no limit);
    * RETRY_LATER when the claim could not be made (the database did not answer).
    */
-  private async handle(
-    lease: TaskLease,
-    accountConcurrency: number,
-  ): Promise<void | typeof ACCOUNT_BUSY | typeof RETRY_LATER> {
+  private async handle(lease: TaskLease, accountConcurrency: number): Promise<TaskOutcome> {
     const { store, events, log, workerUrl } = this.deps;
     if (lease.signal.aborted) return; // interrupted before it began: no attempt to count
     let claim: ClaimOutcome;
