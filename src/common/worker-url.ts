@@ -23,7 +23,9 @@ function isTypeScript(url: URL): boolean {
 /** execArgv a worker needs to load `url`: undefined (inherit) for `.js`; plus tsx's require hook for `.ts`. */
 export function workerExecArgv(url: URL): string[] | undefined {
   if (!isTypeScript(url)) return undefined;
-  return [...process.execArgv, '--require', createRequire(import.meta.url).resolve('tsx/cjs')];
+  // `--input-type=module` (a parent run with `-e`) would make the worker's CommonJS loader line a module.
+  const inherited = process.execArgv.filter((arg) => !arg.startsWith('--input-type'));
+  return [...inherited, '--require', createRequire(import.meta.url).resolve('tsx/cjs')];
 }
 
 /** Starts a plain worker thread running the module at `url`. */

@@ -187,6 +187,41 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
       assert.equal(typeof row?.n, 'string');
     });
 
+    test("a failed statement carries PostgreSQL's error fields; the database keeps working", async () => {
+      await assert.rejects(sql`select 1 / 0 as never`.execute(handle.db), (err: unknown) => {
+        assert.ok(err instanceof Error);
+        assert.equal((err as { code?: unknown }).code, '22012'); // division_by_zero
+        assert.match(err.message, /division by zero/);
+        return true;
+      });
+      // A transaction that fails is rolled back whole; the next statements run as usual.
+      const name = `rolled-back-${randomUUID()}`;
+      await assert.rejects(
+        handle.db.transaction().execute(async (trx) => {
+          await trx
+            .insertInto('accounts')
+            .values({ id: randomUUID(), name, created_at: new Date() })
+            .execute();
+          await sql`select 1 / 0 as never`.execute(trx);
+        }),
+        (err: unknown) => (err as { code?: unknown }).code === '22012',
+      );
+      const left = await handle.db.selectFrom('accounts').select('id').where('name', '=', name).execute();
+      assert.deepEqual(left, []);
+    });
+
+    test('a long statement does not hold the event loop of the caller', TEST_DEADLINE, async () => {
+      // The embedded database runs in a worker thread: HTTP requests are answered meanwhile.
+      let timerFired = false;
+      const timer = setTimeout(() => (timerFired = true), 20);
+      try {
+        await sql`select pg_sleep(1)`.execute(handle.db);
+        assert.ok(timerFired, 'a 20 ms timer waited for a 1 s statement');
+      } finally {
+        clearTimeout(timer);
+      }
+    });
+
     test('accounts: create, look up, names are unique', async () => {
       const created = await accounts.createAccount('  alice  ');
       assert.equal(created.name, 'alice');

@@ -1,18 +1,29 @@
 /**
  * Metadata-store adapter for the embedded database: PGlite (PostgreSQL in WebAssembly) in
- * DATA_DIR/db. PGlite is single-process, so the DATA_DIR lock is taken before opening and released
- * after closing; a second process gets a clear error instead of a corrupted database.
+ * DATA_DIR/db, run by a worker thread of its own (src/storage/pglite.worker.ts) so that a statement
+ * never holds the main thread, which answers HTTP requests. PGlite is single-process, so the
+ * DATA_DIR lock is taken before opening and released after closing; a second process gets a clear
+ * error instead of a corrupted database.
  */
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { PGlite, types, type PGliteOptions } from '@electric-sql/pglite';
+import type { Worker } from 'node:worker_threads';
+import { PGlite } from '@electric-sql/pglite';
 import { Kysely } from 'kysely';
-import { PGliteDialect } from 'kysely-pglite-dialect';
 import { once } from 'node:events';
 import { siblingModuleUrl, startModuleWorker } from '../common/worker-url.js';
 import { acquireDataDirLock } from './data-dir-lock.js';
 import { migrateToLatest, type DatabaseHandle } from './database.js';
+import { PgliteDialect, type StatementRunner } from './pglite-dialect.js';
+import {
+  deserializeDatabaseError,
+  PGLITE_PARSERS,
+  type PgliteCommand,
+  type PgliteRequest,
+  type PgliteResponse,
+  type PgliteWorkerData,
+} from './pglite-protocol.js';
 import type { Database } from './schema.js';
 
 /** Where the embedded database lives, and an optional template for a new one. */
@@ -22,9 +33,81 @@ export interface PgliteDatabaseOptions {
   template?: Blob | File | undefined;
 }
 
-// int8 (bigint, count(*)) as text, as pg returns it and schema.ts declares it: PGlite would give a
-// number, and the two adapters must return the same types.
-const PARSERS: PGliteOptions['parsers'] = { [types.INT8]: (value: string) => value };
+type Pending = { resolve: (response: PgliteResponse) => void; reject: (err: Error) => void };
+
+/**
+ * The main thread's side of the database worker: statements go out as messages and their rows
+ * come back. If the worker stops, every waiting and later statement fails with that reason.
+ */
+class PgliteWorkerClient implements StatementRunner {
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private stopped: Error | undefined;
+  private closing: Promise<void> | undefined;
+
+  private constructor(private readonly worker: Worker) {
+    worker.on('message', (response: PgliteResponse) => {
+      const waiting = this.pending.get(response.id);
+      this.pending.delete(response.id);
+      waiting?.resolve(response);
+    });
+    worker.on('error', (err) => this.stop(new Error('the embedded database stopped', { cause: err })));
+    worker.on('exit', (code) =>
+      this.stop(new Error(`the embedded database stopped (worker exit code ${code})`)),
+    );
+  }
+
+  /** Starts the worker on `data` and resolves once the database is open (rejects with why it is not). */
+  static async start(data: PgliteWorkerData): Promise<PgliteWorkerClient> {
+    const worker = startModuleWorker(siblingModuleUrl(import.meta.url, 'pglite.worker'), data);
+    const client = new PgliteWorkerClient(worker);
+    const opened = new Promise<PgliteResponse>((resolve, reject) =>
+      client.pending.set(0, { resolve, reject }),
+    );
+    try {
+      const response = await opened;
+      if (!response.ok) throw deserializeDatabaseError(response.error);
+    } catch (err) {
+      await worker.terminate();
+      throw err;
+    }
+    return client;
+  }
+
+  private stop(reason: Error): void {
+    this.stopped ??= reason;
+    for (const waiting of this.pending.values()) waiting.reject(this.stopped);
+    this.pending.clear();
+  }
+
+  private async send(command: PgliteCommand): Promise<PgliteResponse> {
+    if (this.stopped !== undefined) throw this.stopped;
+    const id = this.nextId++;
+    const answered = new Promise<PgliteResponse>((resolve, reject) =>
+      this.pending.set(id, { resolve, reject }),
+    );
+    this.worker.postMessage({ ...command, id } satisfies PgliteRequest);
+    return answered;
+  }
+
+  async query(sql: string, params: unknown[]) {
+    const response = await this.send({ op: 'query', sql, params });
+    if (!response.ok) throw deserializeDatabaseError(response.error);
+    return response;
+  }
+
+  /** Closes the database (a clean shutdown of PostgreSQL) and waits for the worker to end. */
+  close(): Promise<void> {
+    return (this.closing ??= (async () => {
+      if (this.stopped === undefined) {
+        const exited = once(this.worker, 'exit');
+        const response = await this.send({ op: 'close' });
+        if (!response.ok) throw deserializeDatabaseError(response.error);
+        await exited;
+      }
+    })());
+  }
+}
 
 /**
  * Runs initdb for a new database in a worker thread that then exits: done in this thread, initdb's
@@ -43,7 +126,7 @@ async function initializeInWorker(dir: string): Promise<void> {
 /** Opens (creating if needed) and migrates DATA_DIR's embedded database, holding the DATA_DIR lock. */
 export async function openPgliteDatabase(options: PgliteDatabaseOptions): Promise<DatabaseHandle> {
   const lock = await acquireDataDirLock(options.dataDir);
-  let pglite: PGlite | undefined;
+  let client: PgliteWorkerClient | undefined;
   let db: Kysely<Database>;
   try {
     const dir = join(options.dataDir, 'db');
@@ -51,18 +134,15 @@ export async function openPgliteDatabase(options: PgliteDatabaseOptions): Promis
     // A template only seeds a new database; an existing one is opened as it is.
     const isNew = !existsSync(join(dir, 'PG_VERSION'));
     if (isNew && options.template === undefined) await initializeInWorker(dir);
-    pglite = await PGlite.create(dir, {
-      parsers: PARSERS,
-      ...(isNew && options.template ? { loadDataDir: options.template } : {}),
-    });
-    db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
+    const template = isNew && options.template ? await options.template.arrayBuffer() : undefined;
+    client = await PgliteWorkerClient.start({ dir, template });
+    db = new Kysely<Database>({ dialect: new PgliteDialect(client) });
     await migrateToLatest(db);
   } catch (err) {
-    if (pglite !== undefined && !pglite.closed) await pglite.close().catch(() => undefined);
+    await client?.close().catch(() => undefined);
     await lock.release();
     throw err;
   }
-  const engine = pglite;
   let closing: Promise<void> | undefined;
   return {
     db,
@@ -70,8 +150,8 @@ export async function openPgliteDatabase(options: PgliteDatabaseOptions): Promis
     close: () =>
       (closing ??= (async () => {
         try {
+          // Kysely's destroy closes the client, i.e. the database and its worker.
           await db.destroy();
-          if (!engine.closed) await engine.close();
         } finally {
           await lock.release();
         }
@@ -84,13 +164,12 @@ export async function openPgliteDatabase(options: PgliteDatabaseOptions): Promis
  * tests seed each fresh embedded database from it in ≈0.5 s instead of paying initdb (4–7 s).
  */
 export async function createPgliteTemplate(): Promise<Blob> {
-  const pglite = await PGlite.create({ parsers: PARSERS });
-  const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
+  const pglite = await PGlite.create({ parsers: PGLITE_PARSERS });
+  const db = new Kysely<Database>({ dialect: new PgliteDialect(pglite) });
   try {
     await migrateToLatest(db);
     return await pglite.dumpDataDir('gzip');
   } finally {
     await db.destroy();
-    if (!pglite.closed) await pglite.close();
   }
 }

@@ -1,8 +1,9 @@
 /**
  * The metadata-store port: one Kysely database (PostgreSQL dialect) with versioned migrations, served
- * by embedded PGlite under DATA_DIR by default (`database.pglite.ts`) or by a PostgreSQL server when
- * DATABASE_URL is set (`database.postgres.ts`). Only those two adapters import PGlite or pg; each is
- * loaded on demand, so a scale-out node never loads the embedded engine and vice versa.
+ * by embedded PGlite under DATA_DIR by default (`database.pglite.ts`, the engine in a worker thread
+ * of its own) or by a PostgreSQL server when DATABASE_URL is set (`database.postgres.ts`). Only those
+ * two adapters (and the embedded one's worker) import PGlite or pg; each is loaded on demand, so a
+ * scale-out node never loads the embedded engine and vice versa.
  */
 import { Migrator, type Kysely, type MigrationProvider } from 'kysely';
 import { migrations } from './migrations/index.js';
