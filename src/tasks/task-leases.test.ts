@@ -311,32 +311,44 @@ void describe('TaskRunner under leases', () => {
   });
 
   /**
-   * Starts the runner with the first call of `store[method]` failing with `message` (as while
-   * PostgreSQL restarts); resolves with the calls of that method once the task is generated.
-   * Bounded: without a second delivery the engine is never reached and the wait times out.
+   * Makes the first call of `store[method]` fail with `message` (as while PostgreSQL restarts);
+   * `calls()` counts the calls, `restore()` puts the method back.
+   */
+  function failingOnce(
+    method: 'claimWithin' | 'setPieceStatus' | 'markFailed',
+    message: string,
+  ): { calls: () => number; restore: () => void } {
+    const patched = store as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const original = store[method].bind(store) as (...args: unknown[]) => Promise<unknown>;
+    let calls = 0;
+    // An own property over the prototype's method, deleted by restore().
+    patched[method] = async (...args) => {
+      if (calls++ === 0) throw new Error(message);
+      return original(...args);
+    };
+    return { calls: () => calls, restore: () => delete patched[method] };
+  }
+
+  /**
+   * Starts the runner with the first call of `store[method]` failing with `message`; resolves with
+   * the calls of that method once the task is generated. Bounded: without a second delivery the
+   * engine is never reached and the wait times out.
    */
   async function generatedAfterOneFailure(
     id: string,
     method: 'claimWithin' | 'setPieceStatus',
     message: string,
   ): Promise<number> {
-    const patched = store as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
-    const original = store[method].bind(store) as (...args: unknown[]) => Promise<unknown>;
-    let calls = 0;
-    // An own property over the prototype's method, deleted afterwards.
-    patched[method] = async (...args) => {
-      if (calls++ === 0) throw new Error(message);
-      return original(...args);
-    };
+    const failing = failingOnce(method, message);
     try {
       await runner.start();
       await until(() => engine.calls === 1, 'the task is delivered again and reaches the engine');
       engine.release();
       await until(async () => (await store.get(id))?.status === 'generated', 'the task is generated');
     } finally {
-      delete patched[method];
+      failing.restore();
     }
-    return calls;
+    return failing.calls();
   }
 
   void test('a task whose claim fails (the database did not answer) is delivered again and generated', async () => {
@@ -405,5 +417,51 @@ void describe('TaskRunner under leases', () => {
     assert.equal(engine.calls, 1); // only the resumed task was synthesised
     assert.equal((await store.get('resumed'))?.attempts, MAX_ATTEMPTS);
     assert.ok(logged.every((l) => l.level === 'warn'));
+  });
+
+  void test('a task whose failure cannot be recorded (the database did not answer) is failed on a later delivery', async () => {
+    await insertTask(handle, 'fail-unrecorded', { status: 'processing', attempts: MAX_ATTEMPTS });
+    const failing = failingOnce('markFailed', 'Connection terminated unexpectedly');
+    try {
+      await runner.start();
+      await until(
+        async () => (await store.get('fail-unrecorded'))?.status === 'failed',
+        'the task is failed, not left processing',
+      );
+    } finally {
+      failing.restore();
+    }
+    assert.equal(failing.calls(), 2);
+    const row = await store.get('fail-unrecorded');
+    assert.equal(row?.error, `generation was interrupted ${MAX_ATTEMPTS + 1} times`);
+    assert.equal(engine.calls, 0);
+  });
+
+  void test('a cancellation whose failure cannot be recorded at once still ends the task failed with its reason', async () => {
+    await insertTask(handle, 'cancel-unrecorded', { status: 'pending' });
+    const failing = failingOnce(
+      'markFailed',
+      'Client has encountered a connection error and is not queryable',
+    );
+    try {
+      await runner.start();
+      await engine.started;
+      // What TaskService.cancel does: the reason stored, then the running generation aborted.
+      await handle.db
+        .updateTable('tasks')
+        .set({ cancel_reason: 'cancelled by the user' })
+        .where('id', '=', 'cancel-unrecorded')
+        .execute();
+      runner.abort('cancel-unrecorded', new AppError('TTS_GENERATE_FAILED', 'cancelled by the user'));
+      await until(
+        async () => (await store.get('cancel-unrecorded'))?.status === 'failed',
+        'the task is failed, not left processing',
+      );
+    } finally {
+      failing.restore();
+    }
+    const row = await store.get('cancel-unrecorded');
+    assert.equal(row?.error, 'cancelled by the user');
+    assert.equal(engine.calls, 1, 'the later delivery saw the cancellation and did not generate');
   });
 });

@@ -222,17 +222,11 @@ export class TaskRunner {
     }
     const task = claim.task;
     if (task.attempts > MAX_ATTEMPTS) {
-      await store
-        .markFailed(task.id, `generation was interrupted ${task.attempts - 1} times`, undefined, lease.token)
-        .then(
-          async () => {
-            log.warn({ taskId: task.id }, 'generation task failed after too many interrupted attempts');
-            await this.discardPieceAudio(task.id);
-          },
-          (err: unknown) => log.error({ err, taskId: task.id }, 'could not mark task failed'),
-        );
-      events.changed(task.id);
-      return;
+      const message = `generation was interrupted ${task.attempts - 1} times`;
+      const outcome = await this.recordFailure(task.id, message, undefined, lease.token);
+      if (outcome === undefined)
+        log.warn({ taskId: task.id }, 'generation task failed after too many interrupted attempts');
+      return outcome;
     }
     // The lease's signal, plus abort() for this task: every engine call and write below stops on it.
     const control = new AbortController();
@@ -319,8 +313,7 @@ export class TaskRunner {
       log.info({ taskId: task.id, pieces: pieces.length }, 'task generated');
     } catch (err) {
       if (aborted?.aborted === true && !(err instanceof LeaseLostError)) {
-        await this.recordAborted(task, current, token, aborted.reason);
-        return;
+        return this.recordAborted(task, current, token, aborted.reason);
       }
       // Lease lost or queue closing: the task is someone else's now, or is delivered again later.
       if (err instanceof LeaseLostError || signal.aborted) {
@@ -354,15 +347,34 @@ export class TaskRunner {
       if (err instanceof EngineCallError)
         this.engineErrors.set(err.detail.engine, (this.engineErrors.get(err.detail.engine) ?? 0) + 1);
       log.error({ err, taskId: task.id, piece: current, ...engine }, 'generation failed');
-      await store.markFailed(task.id, message, current, token).then(
-        () => this.discardPieceAudio(task.id),
-        (e: unknown) => {
-          if (e instanceof LeaseLostError) log.warn({ taskId: task.id }, 'generation lease lost');
-          else log.error({ err: e }, 'could not mark task failed');
-        },
-      );
-      events.changed(task.id);
+      return this.recordFailure(task.id, message, current, token);
     }
+  }
+
+  /**
+   * Fails the task with `message` under this delivery's token and drops its piece audio. When the
+   * database does not answer, RETRY_LATER: the task is delivered again and failed then (its claim
+   * sees a cancellation, or it runs again), instead of staying `processing` with no delivery.
+   */
+  private async recordFailure(
+    taskId: string,
+    message: string,
+    piece: number | undefined,
+    token: string,
+  ): Promise<void | typeof RETRY_LATER> {
+    const { store, events, log } = this.deps;
+    try {
+      await store.markFailed(taskId, message, piece, token);
+    } catch (err) {
+      if (err instanceof LeaseLostError) {
+        log.warn({ taskId }, 'generation lease lost');
+        return;
+      }
+      log.error({ err, taskId }, 'could not mark task failed');
+      return isDependencyUnavailable(err) ? RETRY_LATER : undefined;
+    }
+    await this.discardPieceAudio(taskId);
+    events.changed(taskId);
   }
 
   /**
@@ -381,18 +393,10 @@ export class TaskRunner {
     piece: number | undefined,
     token: string,
     reason: unknown,
-  ): Promise<void> {
-    const { store, events, log } = this.deps;
+  ): Promise<void | typeof RETRY_LATER> {
     const message = reason instanceof AppError ? reason.message : 'generation was cancelled';
-    log.info({ taskId: task.id, piece, reason: String(reason) }, 'generation aborted');
-    await store.markFailed(task.id, message, piece, token).then(
-      () => this.discardPieceAudio(task.id),
-      (e: unknown) => {
-        if (e instanceof LeaseLostError) log.warn({ taskId: task.id }, 'generation lease lost');
-        else log.error({ err: e }, 'could not mark task failed');
-      },
-    );
-    events.changed(task.id);
+    this.deps.log.info({ taskId: task.id, piece, reason: String(reason) }, 'generation aborted');
+    return this.recordFailure(task.id, message, piece, token);
   }
 
   /** Generates one piece, starting `startsAt` seconds into the task's audio; answers its samples. */
