@@ -7,7 +7,7 @@
 import { createRequire } from 'node:module';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { Worker, type TransferListItem } from 'node:worker_threads';
 
 /** URL of `<baseName>.<ext of importMetaUrl>` in the directory of `importMetaUrl`. */
 export function siblingModuleUrl(importMetaUrl: string, baseName: string): URL {
@@ -28,12 +28,18 @@ export function workerExecArgv(url: URL): string[] | undefined {
   return [...inherited, '--require', createRequire(import.meta.url).resolve('tsx/cjs')];
 }
 
-/** Starts a plain worker thread running the module at `url`. */
-export function startModuleWorker(url: URL, workerData?: unknown): Worker {
-  if (!isTypeScript(url)) return new Worker(url, { workerData });
+/** Starts a plain worker thread running the module at `url` (`transferList`: ports moved into workerData). */
+export function startModuleWorker(
+  url: URL,
+  workerData?: unknown,
+  transferList?: readonly TransferListItem[],
+): Worker {
+  const transfer = transferList === undefined ? {} : { transferList: [...transferList] };
+  if (!isTypeScript(url)) return new Worker(url, { workerData, ...transfer });
   return new Worker(`require(${JSON.stringify(fileURLToPath(url))});`, {
     eval: true,
     execArgv: workerExecArgv(url),
     workerData,
+    ...transfer,
   });
 }

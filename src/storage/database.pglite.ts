@@ -8,7 +8,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Worker } from 'node:worker_threads';
+import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely } from 'kysely';
 import { once } from 'node:events';
@@ -19,7 +19,6 @@ import { PgliteDialect, type StatementRunner } from './pglite-dialect.js';
 import {
   deserializeDatabaseError,
   PGLITE_PARSERS,
-  type PgliteCommand,
   type PgliteRequest,
   type PgliteResponse,
   type PgliteWorkerData,
@@ -36,8 +35,22 @@ export interface PgliteDatabaseOptions {
 type Pending = { resolve: (response: PgliteResponse) => void; reject: (err: Error) => void };
 
 /**
- * The main thread's side of the database worker: statements go out as messages and their rows
- * come back. If the worker stops, every waiting and later statement fails with that reason.
+ * How long this thread waits on the spot for a statement's answer before it lets go and takes the
+ * answer from its event loop later: a short statement (most are well under a millisecond) then
+ * costs no turn of a busy event loop, and a long one holds this thread at most this long.
+ */
+const INLINE_WAIT_MS = 4;
+/**
+ * The same inside a transaction, longer: the transaction holds the database's only session, so a
+ * turn of the event loop between two of its statements would hold up every other statement too.
+ */
+const IN_TRANSACTION_INLINE_WAIT_MS = 50;
+
+/**
+ * The main thread's side of the database worker. Each statement goes out on a channel; its answer
+ * is awaited on the spot for a few milliseconds (the worker posts it, then raises a shared flag),
+ * and past that arrives as an ordinary message, so a long statement never holds this thread. If
+ * the worker stops, every waiting and later statement fails with that reason.
  */
 class PgliteWorkerClient implements StatementRunner {
   private nextId = 1;
@@ -45,12 +58,17 @@ class PgliteWorkerClient implements StatementRunner {
   private stopped: Error | undefined;
   private closing: Promise<void> | undefined;
 
-  private constructor(private readonly worker: Worker) {
-    worker.on('message', (response: PgliteResponse) => {
-      const waiting = this.pending.get(response.id);
-      this.pending.delete(response.id);
-      waiting?.resolve(response);
-    });
+  private constructor(
+    private readonly worker: Worker,
+    /** This thread's end of the statement channel, and the flag the worker raises on each answer. */
+    private readonly port: MessagePort,
+    private readonly answered: Int32Array,
+  ) {
+    const dispatch = (response: PgliteResponse) => this.dispatch(response);
+    worker.on('message', dispatch);
+    port.on('message', dispatch);
+    // Keeps the process alive only while an answer is awaited from the event loop (`later`).
+    port.unref();
     worker.on('error', (err) => this.stop(new Error('the embedded database stopped', { cause: err })));
     worker.on('exit', (code) =>
       this.stop(new Error(`the embedded database stopped (worker exit code ${code})`)),
@@ -58,14 +76,16 @@ class PgliteWorkerClient implements StatementRunner {
   }
 
   /** Starts the worker on `data` and resolves once the database is open (rejects with why it is not). */
-  static async start(data: PgliteWorkerData): Promise<PgliteWorkerClient> {
-    const worker = startModuleWorker(siblingModuleUrl(import.meta.url, 'pglite.worker'), data);
-    const client = new PgliteWorkerClient(worker);
-    const opened = new Promise<PgliteResponse>((resolve, reject) =>
-      client.pending.set(0, { resolve, reject }),
-    );
+  static async start(options: Pick<PgliteWorkerData, 'dir' | 'template'>): Promise<PgliteWorkerClient> {
+    const channel = new MessageChannel();
+    const answered = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
+    const data: PgliteWorkerData = { ...options, port: channel.port2, answered };
+    const worker = startModuleWorker(siblingModuleUrl(import.meta.url, 'pglite.worker'), data, [
+      channel.port2,
+    ]);
+    const client = new PgliteWorkerClient(worker, channel.port1, answered);
     try {
-      const response = await opened;
+      const response = await client.later(0);
       if (!response.ok) throw deserializeDatabaseError(response.error);
     } catch (err) {
       await worker.terminate();
@@ -74,26 +94,61 @@ class PgliteWorkerClient implements StatementRunner {
     return client;
   }
 
+  private dispatch(response: PgliteResponse): void {
+    const waiting = this.pending.get(response.id);
+    this.pending.delete(response.id);
+    if (this.pending.size === 0) this.port.unref();
+    waiting?.resolve(response);
+  }
+
+  /** The answer to `id`, from the event loop. */
+  private later(id: number): Promise<PgliteResponse> {
+    if (this.stopped !== undefined) return Promise.reject(this.stopped);
+    this.port.ref();
+    return new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
+  }
+
   private stop(reason: Error): void {
     this.stopped ??= reason;
+    this.port.close();
     for (const waiting of this.pending.values()) waiting.reject(this.stopped);
     this.pending.clear();
   }
 
-  private async send(command: PgliteCommand): Promise<PgliteResponse> {
-    if (this.stopped !== undefined) throw this.stopped;
-    const id = this.nextId++;
-    const answered = new Promise<PgliteResponse>((resolve, reject) =>
-      this.pending.set(id, { resolve, reject }),
-    );
-    this.worker.postMessage({ ...command, id } satisfies PgliteRequest);
-    return answered;
+  /** The answer to `id` if it comes within `ms` (answers to earlier statements found meanwhile are dispatched). */
+  private answerWithin(id: number, ms: number): PgliteResponse | undefined {
+    const deadline = performance.now() + ms;
+    for (;;) {
+      const received = receiveMessageOnPort(this.port);
+      if (received !== undefined) {
+        const response = received.message as PgliteResponse;
+        if (response.id === id) return response;
+        this.dispatch(response);
+        continue;
+      }
+      const left = deadline - performance.now();
+      if (left <= 0) return undefined;
+      // The worker posts an answer, then raises the flag: a raise before this wait ends it at once.
+      Atomics.wait(this.answered, 0, 0, left);
+      Atomics.store(this.answered, 0, 0);
+    }
   }
 
-  async query(sql: string, params: unknown[]) {
-    const response = await this.send({ op: 'query', sql, params });
+  private async statement(sql: string, params: unknown[], inlineWaitMs: number) {
+    if (this.stopped !== undefined) throw this.stopped;
+    const id = this.nextId++;
+    this.port.postMessage({ op: 'query', sql, params, id } satisfies PgliteRequest);
+    const response = this.answerWithin(id, inlineWaitMs) ?? (await this.later(id));
     if (!response.ok) throw deserializeDatabaseError(response.error);
     return response;
+  }
+
+  query(sql: string, params: unknown[]) {
+    return this.statement(sql, params, INLINE_WAIT_MS);
+  }
+
+  queryInTransaction(sql: string, params: unknown[]) {
+    return this.statement(sql, params, IN_TRANSACTION_INLINE_WAIT_MS);
   }
 
   /** Closes the database (a clean shutdown of PostgreSQL) and waits for the worker to end. */
@@ -101,7 +156,10 @@ class PgliteWorkerClient implements StatementRunner {
     return (this.closing ??= (async () => {
       if (this.stopped === undefined) {
         const exited = once(this.worker, 'exit');
-        const response = await this.send({ op: 'close' });
+        const id = this.nextId++;
+        const answer = this.later(id);
+        this.worker.postMessage({ op: 'close', id } satisfies PgliteRequest);
+        const response = await answer;
         if (!response.ok) throw deserializeDatabaseError(response.error);
         await exited;
       }

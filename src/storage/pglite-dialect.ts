@@ -18,17 +18,36 @@ import {
   type TransactionSettings,
 } from 'kysely';
 
+/** What a statement answers: its rows, and how many rows it changed. */
+export interface StatementResult {
+  rows: unknown[];
+  affectedRows?: number | undefined;
+}
+
 /** What the dialect needs of a database: run one statement, and close. */
 export interface StatementRunner {
-  query(sql: string, params: unknown[]): Promise<{ rows: unknown[]; affectedRows?: number | undefined }>;
+  query(sql: string, params: unknown[]): Promise<StatementResult>;
+  /**
+   * Runs a statement of an open transaction, if the runner can do it faster than `query` for that
+   * case: the transaction holds the only session, so every wait between its statements holds up
+   * every other statement too.
+   */
+  queryInTransaction?(sql: string, params: unknown[]): Promise<StatementResult>;
   close(): Promise<void>;
 }
 
 class RunnerConnection implements DatabaseConnection {
+  /** Between BEGIN and COMMIT/ROLLBACK (set by the driver). */
+  inTransaction = false;
+
   constructor(private readonly runner: StatementRunner) {}
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
-    const result = await this.runner.query(query.sql, [...query.parameters]);
+    const params = [...query.parameters];
+    const result =
+      this.inTransaction && this.runner.queryInTransaction !== undefined
+        ? await this.runner.queryInTransaction(query.sql, params)
+        : await this.runner.query(query.sql, params);
     const rows = result.rows as R[];
     return result.affectedRows ? { rows, numAffectedRows: BigInt(result.affectedRows) } : { rows };
   }
@@ -62,19 +81,33 @@ class SingleConnectionDriver implements Driver {
     else next();
   }
 
-  async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+  async beginTransaction(_connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
     const begin = settings.isolationLevel
       ? `start transaction isolation level ${settings.isolationLevel}`
       : 'begin';
-    await connection.executeQuery(CompiledQuery.raw(begin));
+    this.connection.inTransaction = true;
+    try {
+      await this.connection.executeQuery(CompiledQuery.raw(begin));
+    } catch (err) {
+      this.connection.inTransaction = false;
+      throw err;
+    }
   }
 
-  async commitTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw('commit'));
+  async commitTransaction(): Promise<void> {
+    await this.endTransaction('commit');
   }
 
-  async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw('rollback'));
+  async rollbackTransaction(): Promise<void> {
+    await this.endTransaction('rollback');
+  }
+
+  private async endTransaction(statement: 'commit' | 'rollback'): Promise<void> {
+    try {
+      await this.connection.executeQuery(CompiledQuery.raw(statement));
+    } finally {
+      this.connection.inTransaction = false;
+    }
   }
 
   async destroy(): Promise<void> {

@@ -2,6 +2,7 @@
  * Messages between the service and the worker thread that owns its embedded database
  * (src/storage/pglite.worker.ts), and the PGlite settings both sides share.
  */
+import type { MessagePort } from 'node:worker_threads';
 import { types, type PGliteOptions } from '@electric-sql/pglite';
 
 // int8 (bigint, count(*)) as text, as pg returns it and schema.ts declares it: PGlite would give a
@@ -9,11 +10,17 @@ import { types, type PGliteOptions } from '@electric-sql/pglite';
 /** Type parsers of every PGlite the service opens. */
 export const PGLITE_PARSERS: PGliteOptions['parsers'] = { [types.INT8]: (value: string) => value };
 
-/** What the worker is started with: the database folder and, for a new one, a data-dir dump to load. */
+/**
+ * What the worker is started with: the database folder and, for a new one, a data-dir dump to load;
+ * and the channel for statements of an open transaction, which the caller waits for without
+ * returning to its event loop: the worker answers on `port` and then raises `answered[0]` to 1.
+ */
 export interface PgliteWorkerData {
   dir: string;
   /** A `dumpDataDir` archive (a copy: the caller's template stays usable). */
   template?: ArrayBuffer | undefined;
+  port: MessagePort;
+  answered: Int32Array;
 }
 
 /** One statement to run, or the request to close the database. */

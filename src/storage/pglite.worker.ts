@@ -21,36 +21,52 @@ async function open(data: PgliteWorkerData): Promise<PGlite> {
   });
 }
 
-function serve(pglite: PGlite): void {
-  const port = parentPort;
-  if (port === null) return;
-  const answer = (response: PgliteResponse) => port.postMessage(response);
-  port.on('message', (request: PgliteRequest) => {
-    switch (request.op) {
-      case 'query':
-        pglite.query(request.sql, request.params).then(
+/** Runs one command and hands its answer to `answer` (never throws). */
+function run(pglite: PGlite, request: PgliteRequest, answer: (response: PgliteResponse) => void): void {
+  const failed = (err: unknown) => answer({ id: request.id, ok: false, error: serializeDatabaseError(err) });
+  switch (request.op) {
+    case 'query':
+      pglite
+        .query(request.sql, request.params)
+        .then(
           (result) =>
             answer({ id: request.id, ok: true, rows: result.rows, affectedRows: result.affectedRows }),
-          (err: unknown) => answer({ id: request.id, ok: false, error: serializeDatabaseError(err) }),
+          failed,
         );
-        return;
-      case 'close':
-        pglite.close().then(
-          () => {
-            answer({ id: request.id, ok: true, rows: [] });
-            port.close();
-          },
-          (err: unknown) => answer({ id: request.id, ok: false, error: serializeDatabaseError(err) }),
-        );
-        return;
-    }
-  });
+      return;
+    case 'close':
+      pglite.close().then(() => answer({ id: request.id, ok: true, rows: [] }), failed);
+      return;
+  }
 }
 
+function serve(pglite: PGlite, data: PgliteWorkerData): void {
+  const port = parentPort;
+  if (port === null) return;
+  port.on('message', (request: PgliteRequest) =>
+    run(pglite, request, (response) => {
+      port.postMessage(response);
+      if (request.op === 'close' && response.ok) {
+        port.close();
+        data.port.close();
+      }
+    }),
+  );
+  // Statements of an open transaction: the answer first, then the flag the caller waits on.
+  data.port.on('message', (request: PgliteRequest) =>
+    run(pglite, request, (response) => {
+      data.port.postMessage(response);
+      Atomics.store(data.answered, 0, 1);
+      Atomics.notify(data.answered, 0);
+    }),
+  );
+}
+
+const data = workerData as PgliteWorkerData;
 // No top-level await: under tsx, worker modules are loaded as CommonJS (src/common/worker-url.ts).
-open(workerData as PgliteWorkerData).then(
+open(data).then(
   (pglite) => {
-    serve(pglite);
+    serve(pglite, data);
     parentPort?.postMessage({ id: 0, ok: true, rows: [] } satisfies PgliteResponse);
   },
   (err: unknown) => {
