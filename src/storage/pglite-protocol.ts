@@ -12,8 +12,8 @@ export const PGLITE_PARSERS: PGliteOptions['parsers'] = { [types.INT8]: (value: 
 
 /**
  * What the worker is started with: the database folder and, for a new one, a data-dir dump to load;
- * and the channel for statements of an open transaction, which the caller waits for without
- * returning to its event loop: the worker answers on `port` and then raises `answered[0]` to 1.
+ * and the channel for statements, whose answers the caller may wait for without returning to its
+ * event loop: the worker answers on `port` and then raises `answered[0]` to 1.
  */
 export interface PgliteWorkerData {
   dir: string;

@@ -43,6 +43,7 @@ function run(pglite: PGlite, request: PgliteRequest, answer: (response: PgliteRe
 function serve(pglite: PGlite, data: PgliteWorkerData): void {
   const port = parentPort;
   if (port === null) return;
+  // Closing (opening was announced on this port too).
   port.on('message', (request: PgliteRequest) =>
     run(pglite, request, (response) => {
       port.postMessage(response);
@@ -52,7 +53,8 @@ function serve(pglite: PGlite, data: PgliteWorkerData): void {
       }
     }),
   );
-  // Statements of an open transaction: the answer first, then the flag the caller waits on.
+  // Statements: the answer first, then the flag the caller may be waiting on (it reads the answer
+  // at once, or later from its event loop).
   data.port.on('message', (request: PgliteRequest) =>
     run(pglite, request, (response) => {
       data.port.postMessage(response);
