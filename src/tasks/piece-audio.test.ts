@@ -64,6 +64,36 @@ describe('piece audio work files', () => {
     assert.deepEqual(await store.sweep(async () => new Set(['unfinished']), 30_000), [], 'recent files stay');
   });
 
+  it('reading a piece of a cancelled generation fails its reader, never the process', async () => {
+    const store = new PieceAudioStore(join(dir, 'cancelled'), new MemoryTaskEvents(), async () => ({
+      piece: 'waiting',
+      taskUnfinished: true,
+    }));
+    await writePiece(store, 'cancelled', 0);
+    const uncaught: unknown[] = [];
+    const record = (err: unknown) => uncaught.push(err);
+    process.on('uncaughtException', record);
+    try {
+      const before = new AbortController();
+      before.abort();
+      assert.throws(() => store.readComplete('cancelled', 0, before.signal), { name: 'AbortError' });
+      // Aborted after the stream exists, consumed only later (as a blob store does after mkdir).
+      const during = new AbortController();
+      const stream = store.readComplete('cancelled', 0, during.signal);
+      during.abort();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await assert.rejects(
+        (async () => {
+          for await (const _chunk of stream) void _chunk;
+        })(),
+        { name: 'AbortError' },
+      );
+    } finally {
+      process.off('uncaughtException', record);
+    }
+    assert.deepEqual(uncaught, []);
+  });
+
   it('a sweep of a missing work folder removes nothing', async () => {
     const store = new PieceAudioStore(join(dir, 'absent'), new MemoryTaskEvents(), async () => ({
       piece: 'waiting',

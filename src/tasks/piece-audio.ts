@@ -96,12 +96,12 @@ export class PieceAudioStore implements PieceAudioSource {
 
   /** The complete PCM of a piece generated on this node (generation reads it back to encode). */
   readComplete(taskId: string, idx: number, signal?: AbortSignal): Readable {
-    return createReadStream(this.path(taskId, idx), signal === undefined ? {} : { signal });
+    return readUntilAborted(this.path(taskId, idx), signal);
   }
 
   /** The complete MP3 of a piece generated on this node (generation stores it as the piece's audio). */
   readCompleteMp3(taskId: string, idx: number, signal?: AbortSignal): Readable {
-    return createReadStream(this.mp3Path(taskId, idx), signal === undefined ? {} : { signal });
+    return readUntilAborted(this.mp3Path(taskId, idx), signal);
   }
 
   /** Starts (or restarts) writing a piece; any earlier partial file of it is discarded. */
@@ -297,4 +297,17 @@ async function lastWrite(dir: string): Promise<number> {
     if (info !== undefined) newest = Math.max(newest, info.mtimeMs);
   }
   return newest;
+}
+
+/**
+ * A read stream of `path` that stops when `signal` aborts (an aborted signal throws here). Its
+ * abort error goes to whoever consumes it — a consumer that starts later (a blob store that first
+ * creates folders) finds it in the stream's `errored` state — and never to the process as an
+ * unhandled 'error' event (a task cancelled at that moment took the whole process down in tests).
+ */
+function readUntilAborted(path: string, signal: AbortSignal | undefined): Readable {
+  signal?.throwIfAborted();
+  const stream = createReadStream(path, signal === undefined ? {} : { signal });
+  stream.on('error', () => undefined);
+  return stream;
 }
