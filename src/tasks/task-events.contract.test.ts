@@ -144,6 +144,24 @@ for (const adapter of adapters) {
       await onA;
     });
 
+    void test('a node hears its own change once, not again from the bus', async () => {
+      const peer = await bus.peer();
+      const peerHeard = peer.nextChange('task-1', deadline());
+      bus.node.changed('task-1');
+      // Waits from after the change (dispatched here at once): only a second delivery would wake it.
+      const again = bus.node.nextChange('task-1', deadline());
+      again.catch(() => undefined);
+      await peerHeard;
+      // Changes reach a node in the order they were announced: by the peer's marker, any echo of
+      // the change would have arrived.
+      const marker = bus.node.nextChange('task-marker', deadline());
+      peer.changed('task-marker');
+      await marker;
+      assert.equal(await isSettled(again), false);
+      bus.node.changed('task-1'); // ends the wait
+      await again;
+    });
+
     void test('a wait hears only changes announced after it began', async () => {
       const peer = await bus.peer();
       const first = bus.node.nextChange('task-1', deadline());

@@ -1,23 +1,31 @@
 /**
  * Task events across nodes over Redis pub/sub (the scale-out adapter of `TaskEvents`).
  *
- * All nodes share ONE channel (`<prefix>task-events`, message = task id). Each node keeps one
- * subscriber connection on it from start-up and dispatches messages to its local waiters, so
- * `nextChange()` costs no round trip and is listening from the moment it is called. `changed()`
- * wakes this node's waiters at once and publishes for the others (this node hears its own message
- * again: a harmless second wake-up).
+ * All nodes share ONE channel (`<prefix>task-events`, message = `<sender> <task id>` or
+ * `<sender> cancel <task id>`). Each node keeps one subscriber connection on it from start-up and
+ * dispatches messages to its local waiters, so `nextChange()` costs no round trip and is listening
+ * from the moment it is called. `changed()` wakes this node's waiters at once and publishes for the
+ * others; a node skips its own messages when they come back (each would wake its waiters twice).
  *
  * Reconnects: ioredis resubscribes by itself, but a change published while the subscriber was
  * disconnected is never delivered (pub/sub keeps no backlog). Once the subscription is back this
  * adapter wakes every local waiter, so each re-checks the state it waits on; and every wait has a
  * deadline (an abort signal), so a missed change delays a waiter but cannot strand it forever.
  */
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { MemoryTaskEvents } from './task-events.memory.js';
 import type { TaskChangeKind, TaskEvents } from './task-events.js';
 
-/** A cancellation request travels as `cancel <task id>`; any other change as the bare task id. */
+/** A cancellation request travels as `cancel <task id>` after the sender; any other change as the bare task id. */
 const CANCEL_PREFIX = 'cancel ';
+
+/** The sender and the change of a message; messages of nodes before senders were named have no sender. */
+function parseMessage(message: string): { sender?: string; body: string } {
+  if (!message.includes(' ') || message.startsWith(CANCEL_PREFIX)) return { body: message };
+  const space = message.indexOf(' ');
+  return { sender: message.slice(0, space), body: message.slice(space + 1) };
+}
 
 /** What `RedisTaskEvents.create` needs. */
 export interface RedisTaskEventsOptions {
@@ -32,6 +40,8 @@ export interface RedisTaskEventsOptions {
 /** `TaskEvents` shared by every node through one Redis pub/sub channel. */
 export class RedisTaskEvents implements TaskEvents {
   private readonly local = new MemoryTaskEvents();
+  /** Names this node's messages, so it can skip them when the channel delivers them back. */
+  private readonly sender = randomUUID();
   private closed = false;
 
   private constructor(
@@ -50,9 +60,10 @@ export class RedisTaskEvents implements TaskEvents {
     subscriber.on('error', (err: Error) => options.onError(err));
     subscriber.on('message', (from: string, message: string) => {
       if (from !== channel) return;
-      if (message.startsWith(CANCEL_PREFIX))
-        events.local.changed(message.slice(CANCEL_PREFIX.length), 'cancel');
-      else events.local.changed(message);
+      const { sender, body } = parseMessage(message);
+      if (sender === events.sender) return; // already dispatched here by changed()
+      if (body.startsWith(CANCEL_PREFIX)) events.local.changed(body.slice(CANCEL_PREFIX.length), 'cancel');
+      else events.local.changed(body);
     });
     try {
       await subscriber.subscribe(channel);
@@ -67,7 +78,7 @@ export class RedisTaskEvents implements TaskEvents {
 
   changed(taskId: string, kind: TaskChangeKind = 'progress'): void {
     this.local.changed(taskId, kind);
-    const message = kind === 'cancel' ? `${CANCEL_PREFIX}${taskId}` : taskId;
+    const message = `${this.sender} ${kind === 'cancel' ? `${CANCEL_PREFIX}${taskId}` : taskId}`;
     this.publisher.publish(this.channel, message).catch((err: unknown) => this.report(err));
   }
 
