@@ -158,7 +158,7 @@ class PgliteWorkerClient implements StatementRunner {
         const exited = once(this.worker, 'exit');
         const id = this.nextId++;
         const answer = this.later(id);
-        this.worker.postMessage({ op: 'close', id } satisfies PgliteRequest);
+        this.port.postMessage({ op: 'close', id } satisfies PgliteRequest);
         const response = await answer;
         if (!response.ok) throw deserializeDatabaseError(response.error);
         await exited;

@@ -40,32 +40,25 @@ function run(pglite: PGlite, request: PgliteRequest, answer: (response: PgliteRe
   }
 }
 
+/**
+ * Answers every command on the channel: the answer first, then the flag the caller may be waiting
+ * on (it reads the answer at once, or later from its event loop). A closed database closes the
+ * channel, which ends the thread.
+ */
 function serve(pglite: PGlite, data: PgliteWorkerData): void {
-  const port = parentPort;
-  if (port === null) return;
-  // Closing (opening was announced on this port too).
-  port.on('message', (request: PgliteRequest) =>
-    run(pglite, request, (response) => {
-      port.postMessage(response);
-      if (request.op === 'close' && response.ok) {
-        port.close();
-        data.port.close();
-      }
-    }),
-  );
-  // Statements: the answer first, then the flag the caller may be waiting on (it reads the answer
-  // at once, or later from its event loop).
   data.port.on('message', (request: PgliteRequest) =>
     run(pglite, request, (response) => {
       data.port.postMessage(response);
       Atomics.store(data.answered, 0, 1);
       Atomics.notify(data.answered, 0);
+      if (request.op === 'close' && response.ok) data.port.close();
     }),
   );
 }
 
 const data = workerData as PgliteWorkerData;
 // No top-level await: under tsx, worker modules are loaded as CommonJS (src/common/worker-url.ts).
+// Opening is announced on the thread's own port, the only message sent there.
 open(data).then(
   (pglite) => {
     serve(pglite, data);
