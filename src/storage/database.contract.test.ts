@@ -222,6 +222,75 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
       }
     });
 
+    test('statements of concurrent callers are each answered with their own rows', async () => {
+      const answers = await Promise.all(
+        Array.from({ length: 200 }, (_, n) =>
+          sql<{ n: number }>`select ${n}::int as n, pg_sleep(${n % 20 === 0 ? 0.01 : 0})`.execute(handle.db),
+        ),
+      );
+      assert.deepEqual(
+        answers.map((a) => a.rows[0]?.n),
+        Array.from({ length: 200 }, (_, n) => n),
+      );
+    });
+
+    test("a statement sent while another caller's transaction is open is not part of it", async () => {
+      const inside = `inside-${randomUUID()}`;
+      const outside = `outside-${randomUUID()}`;
+      let outsideWrite: Promise<unknown> | undefined;
+      await assert.rejects(
+        handle.db.transaction().execute(async (trx) => {
+          await trx
+            .insertInto('accounts')
+            .values({ id: randomUUID(), name: inside, created_at: new Date() })
+            .execute();
+          outsideWrite = handle.db
+            .insertInto('accounts')
+            .values({ id: randomUUID(), name: outside, created_at: new Date() })
+            .execute();
+          await sql`select pg_sleep(0.05)`.execute(trx);
+          throw new Error('roll back');
+        }),
+        /roll back/,
+      );
+      await outsideWrite;
+      const names = await handle.db
+        .selectFrom('accounts')
+        .select('name')
+        .where('name', 'in', [inside, outside])
+        .execute();
+      assert.deepEqual(
+        names.map((r) => r.name),
+        [outside],
+      );
+    });
+
+    test('a transaction whose COMMIT fails leaves the next transaction alone', async () => {
+      // A deferred unique constraint fails at COMMIT; Kysely then rolls back, which must not reach
+      // the transaction that was waiting for the session and began meanwhile.
+      const table = `deferred_${randomUUID().replaceAll('-', '')}`;
+      await sql`create table ${sql.table(table)} (v int, unique (v) deferrable initially deferred)`.execute(
+        handle.db,
+      );
+      const failing = handle.db.transaction().execute(async (trx) => {
+        await sql`insert into ${sql.table(table)} values (1), (1)`.execute(trx);
+      });
+      const next = handle.db.transaction().execute(async (trx) => {
+        await sql`insert into ${sql.table(table)} values (2)`.execute(trx);
+        await sql`select pg_sleep(0.05)`.execute(trx);
+      });
+      const [failed, committed] = await Promise.allSettled([failing, next]);
+      assert.equal(failed.status, 'rejected');
+      assert.equal((failed as PromiseRejectedResult).reason.code, '23505'); // unique_violation
+      assert.equal(committed.status, 'fulfilled');
+      const rows = await sql<{ v: number }>`select v from ${sql.table(table)}`.execute(handle.db);
+      assert.deepEqual(
+        rows.rows.map((r) => r.v),
+        [2],
+      );
+      await sql`drop table ${sql.table(table)}`.execute(handle.db);
+    });
+
     test('accounts: create, look up, names are unique', async () => {
       const created = await accounts.createAccount('  alice  ');
       assert.equal(created.name, 'alice');

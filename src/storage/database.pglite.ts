@@ -45,6 +45,13 @@ const INLINE_WAIT_MS = 4;
  * turn of the event loop between two of its statements would hold up every other statement too.
  */
 const IN_TRANSACTION_INLINE_WAIT_MS = 50;
+/**
+ * All statements outside transactions together wait on the spot at most this long per turn of the
+ * event loop; the rest of that turn's statements take their answers from the loop. Under load one
+ * turn sends the statements of many requests, and waiting for each on the spot would add all of
+ * their times to that turn, holding every other request.
+ */
+const INLINE_WAIT_PER_TURN_MS = 4;
 
 /**
  * The main thread's side of the database worker. Each statement goes out on a channel; its answer
@@ -57,6 +64,11 @@ class PgliteWorkerClient implements StatementRunner {
   private readonly pending = new Map<number, Pending>();
   private stopped: Error | undefined;
   private closing: Promise<void> | undefined;
+  /** What is left of this turn's inline waiting (INLINE_WAIT_PER_TURN_MS), and its refill. */
+  private inlineLeftMs = INLINE_WAIT_PER_TURN_MS;
+  private refill: NodeJS.Immediate | undefined;
+  /** Statements sent whose callers have not had their answers yet. */
+  private unanswered = 0;
 
   private constructor(
     private readonly worker: Worker,
@@ -134,21 +146,44 @@ class PgliteWorkerClient implements StatementRunner {
     }
   }
 
-  private async statement(sql: string, params: unknown[], inlineWaitMs: number) {
+  /**
+   * How long a statement may wait on the spot: a transaction's always (it holds the only session);
+   * another only when it is the one statement the worker has (an answer behind others comes later
+   * anyway) and within what is left of this turn's budget.
+   */
+  private inlineAllowanceMs(inTransaction: boolean, alone: boolean): number {
+    if (inTransaction) return IN_TRANSACTION_INLINE_WAIT_MS;
+    if (!alone) return 0;
+    this.refill ??= setImmediate(() => {
+      this.refill = undefined;
+      this.inlineLeftMs = INLINE_WAIT_PER_TURN_MS;
+    }).unref();
+    return Math.min(INLINE_WAIT_MS, this.inlineLeftMs);
+  }
+
+  private async statement(sql: string, params: unknown[], inTransaction: boolean) {
     if (this.stopped !== undefined) throw this.stopped;
     const id = this.nextId++;
     this.port.postMessage({ op: 'query', sql, params, id } satisfies PgliteRequest);
-    const response = this.answerWithin(id, inlineWaitMs) ?? (await this.later(id));
-    if (!response.ok) throw deserializeDatabaseError(response.error);
-    return response;
+    const alone = this.unanswered++ === 0;
+    try {
+      const started = performance.now();
+      const inline = this.answerWithin(id, this.inlineAllowanceMs(inTransaction, alone));
+      this.inlineLeftMs -= performance.now() - started;
+      const response = inline ?? (await this.later(id));
+      if (!response.ok) throw deserializeDatabaseError(response.error);
+      return response;
+    } finally {
+      this.unanswered--;
+    }
   }
 
   query(sql: string, params: unknown[]) {
-    return this.statement(sql, params, INLINE_WAIT_MS);
+    return this.statement(sql, params, false);
   }
 
   queryInTransaction(sql: string, params: unknown[]) {
-    return this.statement(sql, params, IN_TRANSACTION_INLINE_WAIT_MS);
+    return this.statement(sql, params, true);
   }
 
   /** Closes the database (a clean shutdown of PostgreSQL) and waits for the worker to end. */

@@ -1,8 +1,9 @@
 /**
  * A Kysely dialect (PostgreSQL SQL) over anything that runs one statement at a time like PGlite:
  * the service's database worker (src/storage/database.pglite.ts) or an in-process PGlite (the test
- * template). PGlite has one session, so the driver lends its only connection to one caller at a
- * time; a transaction keeps it from BEGIN to COMMIT/ROLLBACK.
+ * template). PGlite has one session and runs statements in the order they come: statements are
+ * sent without waiting for the answers before them, and a transaction keeps the session to itself
+ * from BEGIN to COMMIT/ROLLBACK.
  */
 import {
   CompiledQuery,
@@ -37,17 +38,18 @@ export interface StatementRunner {
 }
 
 class RunnerConnection implements DatabaseConnection {
-  /** Between BEGIN and COMMIT/ROLLBACK (set by the driver). */
-  inTransaction = false;
-
-  constructor(private readonly runner: StatementRunner) {}
+  constructor(
+    private readonly runner: StatementRunner,
+    private readonly session: SessionGate,
+  ) {}
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
     const params = [...query.parameters];
-    const result =
-      this.inTransaction && this.runner.queryInTransaction !== undefined
-        ? await this.runner.queryInTransaction(query.sql, params)
-        : await this.runner.query(query.sql, params);
+    const result = await this.session.send(this, (inTransaction) =>
+      inTransaction && this.runner.queryInTransaction !== undefined
+        ? this.runner.queryInTransaction(query.sql, params)
+        : this.runner.query(query.sql, params),
+    );
     const rows = result.rows as R[];
     return result.affectedRows ? { rows, numAffectedRows: BigInt(result.affectedRows) } : { rows };
   }
@@ -57,57 +59,99 @@ class RunnerConnection implements DatabaseConnection {
   }
 }
 
-class SingleConnectionDriver implements Driver {
-  private readonly connection: RunnerConnection;
-  private lent = false;
+/** Sends one statement (synchronously, when called) and answers its result. */
+type Send = (inTransaction: boolean) => Promise<StatementResult>;
+
+/**
+ * Who may send a statement to the one session now. The runner runs statements in the order they
+ * were sent, so statements outside transactions are sent as they come, without waiting for the
+ * answers before them; a transaction has the session to itself from BEGIN until its COMMIT or
+ * ROLLBACK is sent, and whatever comes meanwhile is sent after it, in arrival order. Each grant
+ * sends its statement synchronously, so the order of sending is the order of granting.
+ */
+class SessionGate {
+  /** The connection whose transaction holds the session. */
+  private holder: RunnerConnection | undefined;
   private readonly waiting: Array<() => void> = [];
 
-  constructor(private readonly runner: StatementRunner) {
-    this.connection = new RunnerConnection(runner);
+  /** Sends `send`'s statement for `connection` as soon as the session is free for it. */
+  send(connection: RunnerConnection, send: Send): Promise<StatementResult> {
+    if (this.holder === connection) return send(true);
+    return this.whenFree(() => send(false));
   }
+
+  /** Sends BEGIN for `connection` when the session is free, and keeps it for that transaction. */
+  begin(connection: RunnerConnection, send: Send): Promise<StatementResult> {
+    return this.whenFree(() => {
+      this.holder = connection;
+      const sent = send(true);
+      // A failed BEGIN opens no transaction (Kysely then sends no ROLLBACK): free the session.
+      sent.catch(() => this.end(connection));
+      return sent;
+    });
+  }
+
+  /**
+   * Sends COMMIT or ROLLBACK of `connection`'s transaction and frees the session at once (what is
+   * sent next runs after it). None if its transaction already ended: a ROLLBACK after a failed
+   * COMMIT must not reach a transaction someone else has opened since.
+   */
+  end(connection: RunnerConnection, send?: Send): Promise<StatementResult> | undefined {
+    if (this.holder !== connection) return undefined;
+    const sent = send?.(true);
+    this.holder = undefined;
+    while (this.waiting.length > 0 && this.holder === undefined) this.waiting.shift()?.();
+    return sent;
+  }
+
+  private whenFree(send: () => Promise<StatementResult>): Promise<StatementResult> {
+    if (this.holder === undefined && this.waiting.length === 0) return send();
+    return new Promise((resolve, reject) => this.waiting.push(() => send().then(resolve, reject)));
+  }
+}
+
+/** Lends every caller a connection at once; the session gate orders what they send. */
+class OneSessionDriver implements Driver {
+  private readonly session = new SessionGate();
+
+  constructor(private readonly runner: StatementRunner) {}
 
   async init(): Promise<void> {}
 
   async acquireConnection(): Promise<DatabaseConnection> {
-    // Released straight to the next waiter (it stays lent), so no newcomer can slip in between.
-    if (this.lent) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    else this.lent = true;
-    return this.connection;
+    return new RunnerConnection(this.runner, this.session);
   }
 
-  async releaseConnection(): Promise<void> {
-    const next = this.waiting.shift();
-    if (next === undefined) this.lent = false;
-    else next();
+  async releaseConnection(connection: DatabaseConnection): Promise<void> {
+    // Kysely ends every transaction before releasing; should one stay open, roll it back.
+    await this.session.end(connection as RunnerConnection, () => this.runner.query('rollback', []));
   }
 
-  async beginTransaction(_connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+  async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
     const begin = settings.isolationLevel
       ? `start transaction isolation level ${settings.isolationLevel}`
       : 'begin';
-    this.connection.inTransaction = true;
-    try {
-      await this.connection.executeQuery(CompiledQuery.raw(begin));
-    } catch (err) {
-      this.connection.inTransaction = false;
-      throw err;
-    }
+    await this.session.begin(connection as RunnerConnection, (inTransaction) =>
+      this.inTransaction(begin, inTransaction),
+    );
   }
 
-  async commitTransaction(): Promise<void> {
-    await this.endTransaction('commit');
+  async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    await this.endTransaction(connection, 'commit');
   }
 
-  async rollbackTransaction(): Promise<void> {
-    await this.endTransaction('rollback');
+  async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    await this.endTransaction(connection, 'rollback');
   }
 
-  private async endTransaction(statement: 'commit' | 'rollback'): Promise<void> {
-    try {
-      await this.connection.executeQuery(CompiledQuery.raw(statement));
-    } finally {
-      this.connection.inTransaction = false;
-    }
+  private async endTransaction(connection: DatabaseConnection, statement: 'commit' | 'rollback') {
+    await this.session.end(connection as RunnerConnection, () => this.inTransaction(statement, true));
+  }
+
+  private inTransaction(sql: string, inTransaction: boolean): Promise<StatementResult> {
+    return inTransaction && this.runner.queryInTransaction !== undefined
+      ? this.runner.queryInTransaction(sql, [])
+      : this.runner.query(sql, []);
   }
 
   async destroy(): Promise<void> {
@@ -124,7 +168,7 @@ export class PgliteDialect implements Dialect {
   }
 
   createDriver(): Driver {
-    return new SingleConnectionDriver(this.runner);
+    return new OneSessionDriver(this.runner);
   }
 
   createQueryCompiler() {
