@@ -86,7 +86,7 @@ class SessionGate {
       this.holder = connection;
       const sent = send(true);
       // A failed BEGIN opens no transaction (Kysely then sends no ROLLBACK): free the session.
-      sent.catch(() => this.end(connection));
+      sent.catch(() => this.free(connection));
       return sent;
     });
   }
@@ -96,17 +96,27 @@ class SessionGate {
    * sent next runs after it). None if its transaction already ended: a ROLLBACK after a failed
    * COMMIT must not reach a transaction someone else has opened since.
    */
-  end(connection: RunnerConnection, send?: Send): Promise<StatementResult> | undefined {
+  end(connection: RunnerConnection, send: Send): Promise<StatementResult> | undefined {
     if (this.holder !== connection) return undefined;
-    const sent = send?.(true);
+    const sent = send(true);
+    this.free(connection);
+    return sent;
+  }
+
+  /** Ends `connection`'s hold on the session; what waited is sent, up to the next transaction. */
+  private free(connection: RunnerConnection): void {
+    if (this.holder !== connection) return;
     this.holder = undefined;
     while (this.waiting.length > 0 && this.holder === undefined) this.waiting.shift()?.();
-    return sent;
   }
 
   private whenFree(send: () => Promise<StatementResult>): Promise<StatementResult> {
     if (this.holder === undefined && this.waiting.length === 0) return send();
-    return new Promise((resolve, reject) => this.waiting.push(() => send().then(resolve, reject)));
+    return new Promise((resolve, reject) =>
+      this.waiting.push(() => {
+        send().then(resolve, reject);
+      }),
+    );
   }
 }
 
