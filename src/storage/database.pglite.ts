@@ -46,12 +46,13 @@ const INLINE_WAIT_MS = 4;
  */
 const IN_TRANSACTION_INLINE_WAIT_MS = 50;
 /**
- * All statements outside transactions together wait on the spot at most this long per turn of the
- * event loop; the rest of that turn's statements take their answers from the loop. Under load one
- * turn sends the statements of many requests, and waiting for each on the spot would add all of
- * their times to that turn, holding every other request.
+ * Waiting on the spot may take at most this share of the main thread's time, saved up to
+ * INLINE_WAIT_BURST_MS while it is not used; past that, answers come from the event loop. Under
+ * load the worker answers later (statements queue, cores are busy), and waiting on the spot for
+ * every statement added their times to the turns of the loop, holding every other request.
  */
-const INLINE_WAIT_PER_TURN_MS = 4;
+const INLINE_WAIT_SHARE = 0.1;
+const INLINE_WAIT_BURST_MS = 8;
 
 /**
  * The main thread's side of the database worker. Each statement goes out on a channel; its answer
@@ -64,9 +65,9 @@ class PgliteWorkerClient implements StatementRunner {
   private readonly pending = new Map<number, Pending>();
   private stopped: Error | undefined;
   private closing: Promise<void> | undefined;
-  /** What is left of this turn's inline waiting (INLINE_WAIT_PER_TURN_MS), and its refill. */
-  private inlineLeftMs = INLINE_WAIT_PER_TURN_MS;
-  private refill: NodeJS.Immediate | undefined;
+  /** Waiting on the spot saved up (INLINE_WAIT_SHARE of the time since `savedAt`, at most the burst). */
+  private inlineLeftMs = INLINE_WAIT_BURST_MS;
+  private savedAt = performance.now();
   /** Statements sent whose callers have not had their answers yet. */
   private unanswered = 0;
 
@@ -147,18 +148,20 @@ class PgliteWorkerClient implements StatementRunner {
   }
 
   /**
-   * How long a statement may wait on the spot: a transaction's always (it holds the only session);
-   * another only when it is the one statement the worker has (an answer behind others comes later
-   * anyway) and within what is left of this turn's budget.
+   * How long a statement may wait on the spot: one inside a transaction always (it holds the only
+   * session: a turn of the loop between its statements would hold every other statement too); the
+   * one statement the worker has, within what is saved up of the main thread's share for waiting
+   * (an answer behind others comes later anyway). Both spend from that share.
    */
   private inlineAllowanceMs(inTransaction: boolean, alone: boolean): number {
+    const now = performance.now();
+    this.inlineLeftMs = Math.min(
+      INLINE_WAIT_BURST_MS,
+      this.inlineLeftMs + (now - this.savedAt) * INLINE_WAIT_SHARE,
+    );
+    this.savedAt = now;
     if (inTransaction) return IN_TRANSACTION_INLINE_WAIT_MS;
-    if (!alone) return 0;
-    this.refill ??= setImmediate(() => {
-      this.refill = undefined;
-      this.inlineLeftMs = INLINE_WAIT_PER_TURN_MS;
-    }).unref();
-    return Math.min(INLINE_WAIT_MS, this.inlineLeftMs);
+    return alone ? Math.min(INLINE_WAIT_MS, this.inlineLeftMs) : 0;
   }
 
   private async statement(sql: string, params: unknown[], inTransaction: boolean) {
