@@ -28,6 +28,7 @@ import { simpleGenerateRoutes } from './http/routes/simple-generate.routes.js';
 import { splitterRoutes } from './http/routes/splitter.routes.js';
 import { streamRoutes } from './http/routes/stream.routes.js';
 import { taskRoutes } from './http/routes/task.routes.js';
+import { workerPoolRequestParser } from './tasks/request-parser.worker-pool.js';
 import { voiceRoutes } from './http/routes/voice.routes.js';
 import { createHttpServer } from './http/server.js';
 import { SplitterService } from './splitter/splitter-service.js';
@@ -129,6 +130,8 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     { mp3Encoder: lame },
     `MP3 encoding: ${lame === 'native' ? 'native libmp3lame' : 'wasm LAME'}`,
   );
+  // Generate and preview requests: large ones are parsed on a thread of their own.
+  const requestParser = workerPoolRequestParser(config.limits);
   let stream: StreamService | undefined;
   let runner: TaskRunner | undefined;
   // Stops everything in the reverse order of its dependencies; also tears down a failed start.
@@ -141,6 +144,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     force.unref();
     await http.close().finally(() => clearTimeout(force));
     await runner?.stop();
+    await requestParser.close();
     await synthesis.close();
     await encoders.close();
     await adapters.close();
@@ -213,7 +217,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       voices,
       blobs,
       pieceAudio,
-      config.limits,
+      requestParser,
       config.publicUrl,
       taskRunner,
       config.accountQuotas,
@@ -290,7 +294,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
         accountRoutes((accountId) => tasks.quotaReport(accountId), config.generationConcurrency),
       );
       await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
-      await scope.register(splitterRoutes(splitters, config.limits));
+      await scope.register(splitterRoutes(splitters, requestParser));
       await scope.register(taskRoutes(tasks, splitters));
       await scope.register(presetRoutes());
       await scope.register(

@@ -14,7 +14,7 @@
  * not Unicode text: no database can store them and no engine can speak them, so such a body is a
  * 400 here instead of a 500 wherever the string would have gone.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../errors/app-error.js';
 
 /** Deepest array/object nesting a request body may have; splitter configs need about 5. */
@@ -101,4 +101,13 @@ export function wellFormedStrings(value: unknown): boolean {
     }
   }
   return true;
+}
+
+/**
+ * The size of a request's body as its Content-Length declares it (the body parser has refused a
+ * body of another size); unknown (a chunked body) → Infinity, so it counts as large.
+ */
+export function declaredBodyBytes(request: FastifyRequest): number {
+  const declared = request.headers['content-length'];
+  return declared === undefined ? Number.POSITIVE_INFINITY : Number(declared);
 }

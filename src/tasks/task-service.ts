@@ -13,12 +13,8 @@ import { parseInput } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import type { TaskContentRow, TaskRow, TaskStatus } from '../storage/schema.js';
 import type { TaskVoice, VoiceService } from '../voices/voice-service.js';
-import {
-  parseGenerateRequest,
-  type GenerateLimits,
-  type PieceParams,
-  type SplitterLookup,
-} from './generate-request.js';
+import type { PieceParams, SplitterLookup } from './generate-request.js';
+import type { RequestParser } from './request-parser.js';
 import { CANONICAL_RATE } from '../audio/pcm.js';
 import type { PieceAudioStore } from './piece-audio.js';
 import type { StreamTaskLookup, StreamTaskView } from './stream-view.js';
@@ -159,7 +155,8 @@ export class TaskService implements StreamTaskLookup {
     private readonly voices: VoiceService,
     private readonly blobs: BlobStore,
     private readonly pieceAudio: PieceAudioStore,
-    private readonly limits: GenerateLimits,
+    /** Parses generate requests (large ones off the event loop). */
+    private readonly parser: RequestParser,
     private readonly publicUrl: string,
     /** Where inserted tasks are queued for generation (and cancelled pending ones taken out). */
     private readonly queue: GenerationQueue,
@@ -184,9 +181,17 @@ export class TaskService implements StreamTaskLookup {
    */
   private readonly lookingUp = new Map<string, Promise<FinishedTask>>();
 
-  /** Validates and queues a task; voices must exist in the caller's account. */
-  async create(accountId: string, body: unknown, lookupSplitter: SplitterLookup): Promise<TaskDetailView> {
-    const request = await parseGenerateRequest(body, this.limits, lookupSplitter);
+  /**
+   * Validates and queues a task; voices must exist in the caller's account. `bodyBytes`: the
+   * request body's size (large ones are parsed off the event loop).
+   */
+  async create(
+    accountId: string,
+    body: unknown,
+    lookupSplitter: SplitterLookup,
+    bodyBytes = 0,
+  ): Promise<TaskDetailView> {
+    const request = await this.parser.generate(body, lookupSplitter, bodyBytes);
     const bindings = new Map<string, string>();
     for (const piece of request.pieces) {
       if (!bindings.has(piece.voiceId)) {

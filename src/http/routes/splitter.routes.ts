@@ -4,22 +4,25 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { SplitterService } from '../../splitter/splitter-service.js';
-import { previewSplitterRequest, type GenerateLimits } from '../../tasks/generate-request.js';
+import type { RequestParser } from '../../tasks/request-parser.js';
 import { accountOf } from '../auth.js';
+import { declaredBodyBytes } from '../json-body.js';
 import { splitterSchemas } from '../api-schemas.js';
 
 interface IdParams {
   id: string;
 }
 
-/** `limits` should be the app's `config.limits` (generation's); defaults to the configuration defaults. */
-export function splitterRoutes(splitters: SplitterService, limits: GenerateLimits) {
+/** `parser` parses previews as generation parses its requests (large ones off the event loop). */
+export function splitterRoutes(splitters: SplitterService, parser: RequestParser) {
   return async (app: FastifyInstance): Promise<void> => {
     // Static path: find-my-way prefers it over `/api/splitter/:id`, so "preview" is never taken for an id.
     app.post('/api/splitter/preview', { schema: splitterSchemas.preview }, async (request) => {
       const accountId = accountOf(request).id;
-      const utterances = await previewSplitterRequest(request.body, limits, (id) =>
-        splitters.configFor(accountId, id),
+      const utterances = await parser.preview(
+        request.body,
+        (id) => splitters.configFor(accountId, id),
+        declaredBodyBytes(request),
       );
       return { status: 200, data: { utterances } };
     });

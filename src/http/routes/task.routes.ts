@@ -7,6 +7,7 @@ import type { SplitterService } from '../../splitter/splitter-service.js';
 import type { TaskService } from '../../tasks/task-service.js';
 import { accountOf } from '../auth.js';
 import { ok, okNoData } from '../envelope.js';
+import { declaredBodyBytes } from '../json-body.js';
 import { taskSchemas } from '../api-schemas.js';
 
 interface IdParams {
@@ -17,7 +18,14 @@ export function taskRoutes(tasks: TaskService, splitters: SplitterService) {
   return async (app: FastifyInstance): Promise<void> => {
     app.post('/api/tts/generate', { schema: taskSchemas.create }, async (request) => {
       const accountId = accountOf(request).id;
-      return ok(await tasks.create(accountId, request.body, (id) => splitters.configFor(accountId, id)));
+      return ok(
+        await tasks.create(
+          accountId,
+          request.body,
+          (id) => splitters.configFor(accountId, id),
+          declaredBodyBytes(request),
+        ),
+      );
     });
 
     app.get<{ Querystring: Record<string, string> }>(

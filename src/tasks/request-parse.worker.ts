@@ -1,0 +1,51 @@
+/**
+ * Piscina task module of `request-parser.worker-pool.ts`: parses one generate or preview request
+ * off the main thread. A saved splitter is read by the main thread (the database is there): when
+ * the request names one the task answers which, and is run again with its config.
+ */
+import { AppError } from '../errors/app-error.js';
+import type { SplitterConfig } from '../splitter/splitter-config.js';
+import {
+  parseGenerateRequest,
+  previewSplitterRequest,
+  type GenerateLimits,
+  type ParsedGenerateRequest,
+  type PreviewUtterance,
+} from './generate-request.js';
+
+/** One request to parse, with the saved splitter it names once the main thread has read it. */
+export interface ParseTask {
+  kind: 'generate' | 'preview';
+  body: unknown;
+  limits: GenerateLimits;
+  saved?: { id: string; config: SplitterConfig };
+}
+
+/** What a parse answers: the result, the saved splitter it needs first, or the request's error. */
+export type ParseOutcome =
+  | { ok: true; generate: ParsedGenerateRequest }
+  | { ok: true; preview: PreviewUtterance[] }
+  | { ok: false; needsSplitter: string }
+  | { ok: false; error: { code: AppError['code']; message: string; headers: Record<string, string> } };
+
+class NeedsSplitter extends Error {
+  constructor(readonly id: string) {
+    super(`saved splitter ${id} is read by the main thread`);
+  }
+}
+
+/** Parses `task`; errors other than the request's own (AppError) are thrown as they are. */
+export default async function parse(task: ParseTask): Promise<ParseOutcome> {
+  const lookup = (id: string): Promise<SplitterConfig> =>
+    task.saved?.id === id ? Promise.resolve(task.saved.config) : Promise.reject(new NeedsSplitter(id));
+  try {
+    return task.kind === 'generate'
+      ? { ok: true, generate: await parseGenerateRequest(task.body, task.limits, lookup) }
+      : { ok: true, preview: await previewSplitterRequest(task.body, task.limits, lookup) };
+  } catch (err) {
+    if (err instanceof NeedsSplitter) return { ok: false, needsSplitter: err.id };
+    if (err instanceof AppError)
+      return { ok: false, error: { code: err.code, message: err.message, headers: { ...err.headers } } };
+    throw err;
+  }
+}
