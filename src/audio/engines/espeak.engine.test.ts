@@ -146,6 +146,36 @@ describe('espeak engine', () => {
     assert.ok((await speak({ text: 'Still here.' })).length === 1);
   });
 
+  it('a sentence a client waits for does not wait for the batch threads', async () => {
+    // Threads warm (both batch threads and the interactive lane's), then both batch threads busy
+    // with long pieces (~0.2-0.5 s each, at niceness 10): an interactive sentence sent meanwhile is
+    // spoken before either of those pieces ends, instead of waiting for a batch thread.
+    await Promise.all([
+      speak({ text: 'Warm one.', owner: 'a' }),
+      speak({ text: 'Warm two.', owner: 'b' }),
+      speak({ text: 'Warm three.', interactive: true }),
+    ]);
+    const long = 'This sentence keeps a synthesis thread busy for a good while, '.repeat(40) + 'the end.';
+    const events: string[] = [];
+    const firstPiece = async (owner: string) => {
+      const request: SynthesisRequest = {
+        voice: { engine: 'espeak', voice: 'en-us' },
+        speechRate: 2,
+        text: long,
+        owner,
+      };
+      for await (const _ of engine.synthesize(request, new AbortController().signal)) {
+        events.push(`first piece of ${owner}`);
+        break;
+      }
+    };
+    const batch = [firstPiece('batch-1'), firstPiece('batch-2')];
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const quick = speak({ text: 'Hello there.', interactive: true }).then(() => events.push('interactive'));
+    await Promise.all([...batch, quick]);
+    assert.equal(events[0], 'interactive', events.join(', '));
+  });
+
   it('yields nothing for text without sentences', async () => {
     assert.deepEqual(await speak({ text: '  \n ' }), []);
   });

@@ -17,7 +17,7 @@ import {
 } from './engine.js';
 import { untilAborted } from '../../common/call-deadline.js';
 import type { EspeakCatalogue, SynthesizeTask } from './espeak.worker.js';
-import { PriorityTaskQueue, withQueueOptions } from './priority-task-queue.js';
+import { PriorityTaskQueue, withQueueOptions, type SynthesisQueueOptions } from './priority-task-queue.js';
 import { splitSentences } from './sentences.js';
 import { CANONICAL_RATE } from '../pcm.js';
 
@@ -37,10 +37,11 @@ type EspeakBinding = Extract<VoiceBinding, { engine: 'espeak' }>;
 
 const WORKER_URL = siblingModuleUrl(import.meta.url, 'espeak.worker');
 
-function createPool(threads: number): Piscina {
+function createPool(threads: number, lane: 'batch' | 'interactive' = 'batch'): Piscina {
   return new Piscina({
     filename: fileURLToPath(WORKER_URL),
     execArgv: workerExecArgv(WORKER_URL),
+    workerData: { interactive: lane === 'interactive' },
     // Threads start on demand and retire after a quiet minute: an idle service holds none.
     minThreads: 0,
     maxThreads: threads,
@@ -150,11 +151,39 @@ export function createEspeakEngine(options: { threads?: number } = {}): EspeakEn
   return new PooledEspeakEngine(options.threads ?? Math.min(2, availableParallelism()));
 }
 
+/**
+ * Interactive sentences the interactive lane takes at once (one running, one next); more go to the
+ * batch threads, first in their queue.
+ */
+const INTERACTIVE_LANE_DEPTH = 2;
+
 class PooledEspeakEngine implements EspeakEngine {
   private readonly pool: Piscina;
+  /**
+   * One thread at normal priority for sentences a client is waiting for (one-shots, short tasks):
+   * the batch threads run at niceness 10, so under load an interactive sentence there got a
+   * fraction of a core and a one-shot's first byte took 3× as long (issue 11 soak). Started on
+   * first use and retired after an idle minute, like the batch threads.
+   */
+  private readonly interactiveLane: Piscina;
+  private interactiveInLane = 0;
 
   constructor(threads: number) {
     this.pool = createPool(threads);
+    this.interactiveLane = createPool(1, 'interactive');
+  }
+
+  /** Runs one sentence: an interactive one on the interactive lane while it has room. */
+  private run(task: SynthesizeTask, options: SynthesisQueueOptions): Promise<Int16Array> {
+    if (options.interactive !== true || this.interactiveInLane >= INTERACTIVE_LANE_DEPTH)
+      return this.pool.run(withQueueOptions(task, options)) as Promise<Int16Array>;
+    this.interactiveInLane++;
+    const done = this.interactiveLane.run(task) as Promise<Int16Array>;
+    const leave = () => {
+      this.interactiveInLane--;
+    };
+    done.then(leave, leave);
+    return done;
   }
 
   async *synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {
@@ -185,13 +214,15 @@ class PooledEspeakEngine implements EspeakEngine {
       const text = sentences[i];
       if (text === undefined) return undefined;
       // Not aborting a running task on purpose: piscina would kill the thread and its warm instance.
-      const submitted = withQueueOptions({ ...base, text } satisfies SynthesizeTask, {
-        interactive: req.interactive === true,
-        owner: req.owner,
-        rank: (req.startsAt ?? 0) + produced + submittedAhead,
-      });
+      const task = this.run(
+        { ...base, text },
+        {
+          interactive: req.interactive === true,
+          owner: req.owner,
+          rank: (req.startsAt ?? 0) + produced + submittedAhead,
+        },
+      );
       submittedAhead += estimate(text);
-      const task = this.pool.run(submitted) as Promise<Int16Array>;
       // Settled later by `await`; this only stops an abandoned look-ahead from being "unhandled".
       task.catch(() => undefined);
       return task;
@@ -218,7 +249,7 @@ class PooledEspeakEngine implements EspeakEngine {
   }
 
   async close(): Promise<void> {
-    await this.pool.destroy();
+    await Promise.all([this.pool.destroy(), this.interactiveLane.destroy()]);
   }
 }
 

@@ -4,13 +4,14 @@
  * canonical PCM (22050 → 44100 Hz here, off the main thread), transferred, not copied.
  */
 import loadEspeak, { type ESpeakNGWorker } from '@echogarden/espeak-ng-emscripten';
-import { move } from 'piscina';
+import { move, workerData } from 'piscina';
 import { concatPcm } from '../pcm.js';
 import { createResampler } from '../resampler.js';
 import { lowerThreadPriority } from '../worker-priority.js';
 
-// Synthesis is batch work: the event loop (requests, live listeners) goes first.
-lowerThreadPriority();
+// Synthesis is batch work: the event loop (requests, live listeners) goes first; the interactive
+// lane's thread (sentences a client waits for) keeps normal priority.
+if ((workerData as { interactive?: boolean } | undefined)?.interactive !== true) lowerThreadPriority();
 
 /** One sentence to speak; `voice` is an espeak spec such as 'gmw/en-US+f3' (already validated). */
 export interface SynthesizeTask {
