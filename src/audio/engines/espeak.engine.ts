@@ -159,28 +159,35 @@ const INTERACTIVE_LANE_DEPTH = 2;
 
 class PooledEspeakEngine implements EspeakEngine {
   private readonly pool: Piscina;
+  /** Sentences given to the batch threads and not yet done (running or queued). */
+  private inPool = 0;
   /**
-   * One thread at normal priority for sentences a client is waiting for (one-shots, short tasks):
-   * the batch threads run at niceness 10, so under load an interactive sentence there got a
-   * fraction of a core and a one-shot's first byte took 3× as long (issue 11 soak). Started on
-   * first use and retired after an idle minute, like the batch threads.
+   * One thread at normal priority for sentences a client is waiting for (one-shots, short tasks)
+   * while every batch thread is busy: those run at niceness 10, so under load an interactive
+   * sentence queued there and then got a fraction of a core, and a one-shot's first byte took 3×
+   * as long (issue 11 soak). With a batch thread free, the sentence goes there (it starts at once,
+   * and the batch threads stay warm). Started on first use, retired after an idle minute.
    */
   private readonly interactiveLane: Piscina;
-  private interactiveInLane = 0;
+  private inLane = 0;
 
-  constructor(threads: number) {
+  constructor(private readonly threads: number) {
     this.pool = createPool(threads);
     this.interactiveLane = createPool(1, 'interactive');
   }
 
-  /** Runs one sentence: an interactive one on the interactive lane while it has room. */
+  /** Runs one sentence: an interactive one on the interactive lane when the batch threads are busy. */
   private run(task: SynthesizeTask, options: SynthesisQueueOptions): Promise<Int16Array> {
-    if (options.interactive !== true || this.interactiveInLane >= INTERACTIVE_LANE_DEPTH)
-      return this.pool.run(withQueueOptions(task, options)) as Promise<Int16Array>;
-    this.interactiveInLane++;
-    const done = this.interactiveLane.run(task) as Promise<Int16Array>;
+    const toLane =
+      options.interactive === true && this.inPool >= this.threads && this.inLane < INTERACTIVE_LANE_DEPTH;
+    const done = (
+      toLane ? this.interactiveLane.run(task) : this.pool.run(withQueueOptions(task, options))
+    ) as Promise<Int16Array>;
+    if (toLane) this.inLane++;
+    else this.inPool++;
     const leave = () => {
-      this.interactiveInLane--;
+      if (toLane) this.inLane--;
+      else this.inPool--;
     };
     done.then(leave, leave);
     return done;
