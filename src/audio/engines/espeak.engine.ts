@@ -159,14 +159,16 @@ const INTERACTIVE_LANE_DEPTH = 2;
 
 class PooledEspeakEngine implements EspeakEngine {
   private readonly pool: Piscina;
-  /** Sentences given to the batch threads and not yet done (running or queued). */
-  private inPool = 0;
+  /** Batch (not interactive) sentences given to the batch threads and not yet done: running or queued. */
+  private batchInPool = 0;
   /**
    * One thread at normal priority for sentences a client is waiting for (one-shots, short tasks)
-   * while every batch thread is busy: those run at niceness 10, so under load an interactive
-   * sentence queued there and then got a fraction of a core, and a one-shot's first byte took 3×
-   * as long (issue 11 soak). With a batch thread free, the sentence goes there (it starts at once,
-   * and the batch threads stay warm). Started on first use, retired after an idle minute.
+   * while the batch threads are taken by batch work: those run at niceness 10, so under load an
+   * interactive sentence waited there for a long task's sentence to end and then got a fraction of
+   * a core, and a one-shot's first byte took 3× as long (issue 11 soak). Otherwise interactive
+   * sentences go to the batch threads, first in their queue: a burst of one-shots alone gains
+   * nothing from a third thread on busy cores (it took the event loop's CPU: bench:first-byte), and
+   * the batch threads stay warm. Started on first use, retired after an idle minute.
    */
   private readonly interactiveLane: Piscina;
   private inLane = 0;
@@ -176,20 +178,22 @@ class PooledEspeakEngine implements EspeakEngine {
     this.interactiveLane = createPool(1, 'interactive');
   }
 
-  /** Runs one sentence: an interactive one on the interactive lane when the batch threads are busy. */
+  /** Runs one sentence: an interactive one on the interactive lane when batch work holds the batch threads. */
   private run(task: SynthesizeTask, options: SynthesisQueueOptions): Promise<Int16Array> {
-    const toLane =
-      options.interactive === true && this.inPool >= this.threads && this.inLane < INTERACTIVE_LANE_DEPTH;
+    const interactive = options.interactive === true;
+    const toLane = interactive && this.batchInPool >= this.threads && this.inLane < INTERACTIVE_LANE_DEPTH;
     const done = (
       toLane ? this.interactiveLane.run(task) : this.pool.run(withQueueOptions(task, options))
     ) as Promise<Int16Array>;
-    if (toLane) this.inLane++;
-    else this.inPool++;
-    const leave = () => {
-      if (toLane) this.inLane--;
-      else this.inPool--;
+    const count = (change: 1 | -1) => {
+      if (toLane) this.inLane += change;
+      else if (!interactive) this.batchInPool += change;
     };
-    done.then(leave, leave);
+    count(1);
+    done.then(
+      () => count(-1),
+      () => count(-1),
+    );
     return done;
   }
 
