@@ -1,6 +1,24 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import { jsonNestsDeeperThan, MAX_JSON_DEPTH } from './json-body.js';
+
+/** The scan character by character, as first written: the reference for the faster one. */
+function nestsDeeperCharByChar(text: string, maxDepth: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > maxDepth) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
+}
 
 describe('jsonNestsDeeperThan', () => {
   const cases: Array<{ name: string; text: string; max: number; want: boolean }> = [
@@ -29,6 +47,17 @@ describe('jsonNestsDeeperThan', () => {
 
   it('1,000,000 levels are refused without recursion', () => {
     assert.equal(jsonNestsDeeperThan('['.repeat(1_000_000), MAX_JSON_DEPTH), true);
+  });
+
+  it('answers as a character-by-character scan on any text of brackets, quotes and backslashes', () => {
+    const piece = fc.constantFrom('[', ']', '{', '}', '"', '\\', 'a', ',', ':');
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 60 }), fc.integer({ min: 0, max: 6 }), (pieces, max) => {
+        const text = pieces.join('');
+        assert.equal(jsonNestsDeeperThan(text, max), nestsDeeperCharByChar(text, max), text);
+      }),
+      { seed: 20261126, numRuns: 20_000 },
+    );
   });
 
   it('a realistic splitter config is far below the limit', () => {

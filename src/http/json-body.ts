@@ -26,15 +26,17 @@ export const MAX_JSON_DEPTH = 64;
  */
 export function jsonNestsDeeperThan(text: string, maxDepth: number): boolean {
   let depth = 0;
-  let inString = false;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c)
-        i++; // backslash: skip the escaped character
-      else if (c === 0x22) inString = false;
-    } else if (c === 0x22) {
-      inString = true;
+    if (c === 0x22) {
+      // A string: jump to its closing quote (strings are most of a large body's text), i.e. the
+      // next quote not escaped — preceded by an even number of backslashes.
+      let end = i;
+      do {
+        end = text.indexOf('"', end + 1);
+        if (end === -1) return false; // unterminated: JSON.parse refuses it
+      } while (backslashesBefore(text, end) % 2 === 1);
+      i = end;
     } else if (c === 0x5b || c === 0x7b) {
       depth++;
       if (depth > maxDepth) return true;
@@ -43,6 +45,13 @@ export function jsonNestsDeeperThan(text: string, maxDepth: number): boolean {
     }
   }
   return false;
+}
+
+/** How many backslashes come right before position `at`. */
+function backslashesBefore(text: string, at: number): number {
+  let n = 0;
+  while (at - n - 1 >= 0 && text.charCodeAt(at - n - 1) === 0x5c) n++;
+  return n;
 }
 
 /** Replaces the `application/json` parser with one that refuses bodies nested deeper than `maxDepth`. */
