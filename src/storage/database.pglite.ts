@@ -55,10 +55,11 @@ const INLINE_WAIT_SHARE = 0.1;
 const INLINE_WAIT_BURST_MS = 8;
 
 /**
- * The main thread's side of the database worker. Each statement goes out on a channel; its answer
- * is awaited on the spot for a few milliseconds (the worker posts it, then raises a shared flag),
- * and past that arrives as an ordinary message, so a long statement never holds this thread. If
- * the worker stops, every waiting and later statement fails with that reason.
+ * The main thread's side of the database worker. Each statement goes out on a channel as it comes;
+ * its answer may be awaited on the spot for a few milliseconds (the worker posts it, then raises a
+ * shared flag; see inlineAllowanceMs for when), and otherwise arrives as an ordinary message, so a
+ * long statement never holds this thread. If the worker stops, every waiting and later statement
+ * fails with that reason.
  */
 class PgliteWorkerClient implements StatementRunner {
   private nextId = 1;
