@@ -18,21 +18,42 @@
  *     hostile account: HEAD floods with a new `i` each, maximum-size splitter previews and a
  *     generate flood of large tasks. Each client group connects from its own loopback address
  *     (127.0.x.y), as distinct clients would, so the per-address limits apply to each separately.
- * Prints unloaded vs loaded latency, one-shot first byte, polite errors, the hostile account's
- * answers by status, server RSS and event-loop delay, and PASS/FAIL against the issue's criteria
- * (p99 and one-shot first byte within 2× of unloaded, 0 polite errors, RSS flat). Exits 0.
+ * The polite traffic is sent and timed by a process of its own (bench/lib/soak-polite.ts), as
+ * separate clients would: the readers and floods of this process made its event loop lag by up to
+ * ~100 ms, which the latencies then counted. Prints unloaded vs loaded latency, one-shot first
+ * byte, polite errors, the hostile account's answers by status, server RSS, the event-loop delay
+ * of the server and of both client processes, the server's busiest threads, and PASS/FAIL against
+ * the issue's criteria (p99 and one-shot first byte within 2× of unloaded, 0 polite errors, RSS
+ * flat). Exits 0.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once, setMaxListeners } from 'node:events';
-import { openSync, readFileSync } from 'node:fs';
+import { openSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import http, { type IncomingMessage } from 'node:http';
 import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { percentile, serverEnvFromProcess } from './lib/server.js';
+import {
+  agentFor,
+  bump,
+  call,
+  errorName,
+  json,
+  openLoop,
+  REQUEST_TIMEOUT_MS,
+  SENTENCE,
+  setBaseUrl,
+  statusOf,
+  type Answer,
+  type CallOptions,
+  type Phase,
+} from './lib/soak-client.js';
+import type { PoliteCommand, PoliteReport } from './lib/soak-polite.js';
 
 const env = (name: string, fallback: number): number => {
   const raw = process.env[name];
@@ -57,9 +78,7 @@ const POLITE_ACCOUNTS = 4;
 const SESSIONS_PER_TASK = 5;
 /** 320 kbps MP3: what a real-time listener consumes. */
 const READER_BYTES_PER_S = 40_000;
-const ONE_SHOT_INTERVAL_MS = 2000;
 const SAMPLE_INTERVAL_MS = 2000;
-const REQUEST_TIMEOUT_MS = 30_000;
 /** espeak en-us speaks about 14 characters per second. */
 /** At most the characters a second the embedded engine speaks at speechRate 1 (it says 15–19). */
 const CHARS_PER_AUDIO_S = 20;
@@ -70,96 +89,37 @@ const CHARS_PER_AUDIO_S = 20;
  */
 const RATE_LIMIT_MAX = Math.max(600, Math.ceil(((API_RPS / POLITE_ACCOUNTS) * 60 + 60 / 8) * (4 / 3)));
 
-const SENTENCE =
-  'The quiet harbour town woke slowly, and the fishermen counted their nets while gulls circled above the grey water. ';
-
-type Phase = 'setup' | 'warmup' | 'unloaded' | 'loaded' | 'done';
 let phase: Phase = 'setup';
+/** The polite client's process (bench/lib/soak-polite.ts): told every phase change. */
+let politeClient: ChildProcess | undefined;
+
+function setPhase(next: Phase): void {
+  phase = next;
+  politeClient?.send({ type: 'phase', phase: next } satisfies PoliteCommand);
+}
 let loadedStartedAt = 0;
-
-// ---------------------------------------------------------------- HTTP client
-
-interface Answer {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-  firstByteMs: number;
-  totalMs: number;
-}
-
-interface CallOptions {
-  method: string;
-  path: string;
-  key?: string;
-  body?: unknown;
-  agent: http.Agent;
-  timeoutMs?: number;
-}
-
-let baseUrl = '';
-
-function call(options: CallOptions): Promise<Answer> {
-  const started = performance.now();
-  return new Promise((resolve, reject) => {
-    const payload = options.body === undefined ? undefined : Buffer.from(JSON.stringify(options.body));
-    const headers: Record<string, string> = {};
-    if (options.key !== undefined) headers.authorization = `Bearer ${options.key}`;
-    if (payload !== undefined) {
-      headers['content-type'] = 'application/json';
-      headers['content-length'] = String(payload.length);
-    }
-    const req = http.request(
-      `${baseUrl}${options.path}`,
-      {
-        method: options.method,
-        headers,
-        agent: options.agent,
-        signal: AbortSignal.timeout(options.timeoutMs ?? REQUEST_TIMEOUT_MS),
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        let firstByteMs = -1;
-        res.on('data', (chunk: Buffer) => {
-          if (firstByteMs < 0) firstByteMs = performance.now() - started;
-          chunks.push(chunk);
-        });
-        res.once('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: res.headers,
-            body: Buffer.concat(chunks),
-            firstByteMs: firstByteMs < 0 ? performance.now() - started : firstByteMs,
-            totalMs: performance.now() - started,
-          }),
-        );
-        res.once('error', reject);
-      },
-    );
-    req.once('error', reject);
-    req.end(payload);
-  });
-}
-
-function agentFor(localAddress: string, maxSockets: number): http.Agent {
-  return new http.Agent({ keepAlive: true, maxSockets, localAddress });
-}
-
-function json<T>(answer: Answer): T {
-  if (answer.status < 200 || answer.status > 299) {
-    throw new Error(`HTTP ${answer.status}: ${answer.body.toString('utf8').slice(0, 300)}`);
-  }
-  return (JSON.parse(answer.body.toString('utf8')) as { data: T }).data;
-}
 
 // ---------------------------------------------------------------- recording
 
+/** One latency (ms) of a request sent at `at` (this process's performance.now() scale) in `phase`. */
 interface Sample {
   phase: Phase;
   at: number;
   ms: number;
 }
 
+interface EventLoopSample {
+  at: number;
+  p99: number;
+  max: number;
+}
+
 const latency = new Map<string, Sample[]>();
+/**
+ * Event-loop delay every 2 s of the polite client's process and of this one (the load generator):
+ * a measuring client that lags inflates the latencies it records.
+ */
+const clientEventLoop = { polite: [] as EventLoopSample[], load: [] as EventLoopSample[] };
 const politeErrors = new Map<string, number>();
 const hostileStatus = new Map<string, number>();
 const readerStats = {
@@ -175,40 +135,6 @@ const readerStats = {
   tasksCreated: 0,
 };
 
-/** Records a latency under the phase its request was sent in (`sentIn`). */
-function record(kind: string, ms: number, sentIn: Phase, at: number): void {
-  if (sentIn !== 'unloaded' && sentIn !== 'loaded') return;
-  const list = latency.get(kind) ?? [];
-  list.push({ phase: sentIn, at, ms });
-  latency.set(kind, list);
-}
-
-function bump(map: Map<string, number>, key: string): void {
-  map.set(key, (map.get(key) ?? 0) + 1);
-}
-
-function politeError(kind: string, what: string, sentIn: Phase): void {
-  if (sentIn === 'unloaded' || sentIn === 'loaded') bump(politeErrors, `${sentIn} ${kind}: ${what}`);
-}
-
-/** `HTTP 429 RATE_LIMIT_EXCEEDED`: the status and the error code of a spec error body. */
-/**
- * Status and error code of an answer; a per-account quota refusal (which shares the rate
- * limiter's code RATE_LIMIT_EXCEEDED) is told apart by the quota its message names.
- */
-function statusOf(answer: Answer): string {
-  const text = answer.body.toString('utf8', 0, 2000);
-  const code = /"code"\s*:\s*"([A-Z_]+)"/.exec(text)?.[1];
-  if (code === undefined) return String(answer.status);
-  const quota = /(queued tasks|daily characters) quota exceeded/.exec(text)?.[1];
-  return quota === undefined ? `${answer.status} ${code}` : `${answer.status} ${code} (${quota} quota)`;
-}
-
-function errorName(err: unknown): string {
-  if (err instanceof Error) return (err as NodeJS.ErrnoException).code ?? err.name;
-  return 'error';
-}
-
 // ---------------------------------------------------------------- server
 
 interface ServerInfo {
@@ -216,8 +142,12 @@ interface ServerInfo {
   pid: number;
   dataDir: string;
   adminToken: string;
+  baseUrl: string;
   eventLoop: { at: number; p50: number; p99: number; max: number }[];
 }
+
+/** The server's origin, for the readers' own requests (agent-less, one connection each). */
+let serverBaseUrl = '';
 
 async function freePort(): Promise<number> {
   const probe = createServer();
@@ -261,11 +191,20 @@ async function startServer(): Promise<ServerInfo> {
     },
     stdio: ['ignore', logFile, logFile, 'ipc'],
   });
-  const info: ServerInfo = { child, pid: child.pid ?? 0, dataDir, adminToken: '', eventLoop: [] };
+  const info: ServerInfo = {
+    child,
+    pid: child.pid ?? 0,
+    dataDir,
+    adminToken: '',
+    baseUrl: '',
+    eventLoop: [],
+  };
   child.on('message', (message: { eventLoop?: { p50: number; p99: number; max: number } }) => {
     if (message.eventLoop !== undefined) info.eventLoop.push({ at: performance.now(), ...message.eventLoop });
   });
-  baseUrl = `http://127.0.0.1:${port}`;
+  info.baseUrl = `http://127.0.0.1:${port}`;
+  setBaseUrl(info.baseUrl);
+  serverBaseUrl = info.baseUrl;
   const deadline = Date.now() + 120_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`server exited: ${readFileSync(log, 'utf8').slice(-2000)}`);
@@ -297,12 +236,34 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/** CPU seconds of each of the server's threads, by thread id (with its name), from /proc/<pid>/task. */
+function threadCpu(pid: number): Map<string, { name: string; seconds: number; nice: number }> {
+  const threads = new Map<string, { name: string; seconds: number; nice: number }>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      threads.set(tid, {
+        name,
+        seconds: (Number(fields[11]) + Number(fields[12])) / 100,
+        nice: Number(fields[16]),
+      });
+    } catch {
+      // the thread ended
+    }
+  }
+  return threads;
+}
+
 // ---------------------------------------------------------------- accounts
 
 interface Account {
   name: string;
   key: string;
   voiceId: string;
+  /** The client address its requests leave from. */
+  localAddress: string;
   agent: http.Agent;
   taskIds: string[];
 }
@@ -316,160 +277,10 @@ async function createAccount(name: string, adminToken: string, localAddress: str
   const voice = json<{ id: string }>(
     await call({ method: 'POST', path: '/api/voice', key, body: { name: `${name} narrator` }, agent }),
   );
-  return { name, key, voiceId: voice.id, agent, taskIds: [] };
+  return { name, key, voiceId: voice.id, localAddress, agent, taskIds: [] };
 }
 
 // ---------------------------------------------------------------- polite traffic
-
-const POLITE_MIX = [
-  ['info', 0.2],
-  ['list', 0.2],
-  ['get', 0.2],
-  ['voices', 0.22],
-  ['preview', 0.15],
-  ['create', 0.03],
-] as const;
-type PoliteKind = (typeof POLITE_MIX)[number][0];
-
-function pickKind(): PoliteKind {
-  let r = Math.random();
-  for (const [kind, weight] of POLITE_MIX) {
-    r -= weight;
-    if (r <= 0) return kind;
-  }
-  return 'info';
-}
-
-let politeSequence = 0;
-
-function politeRequest(account: Account): CallOptions {
-  const kind = pickKind();
-  const { key, agent, voiceId } = account;
-  switch (kind) {
-    case 'info':
-      return { method: 'GET', path: '/api/account/info', key, agent };
-    case 'list':
-      return { method: 'GET', path: '/api/tts/generate?limit=20', key, agent };
-    case 'get': {
-      const id = account.taskIds[Math.floor(Math.random() * account.taskIds.length)];
-      if (id === undefined) return { method: 'GET', path: '/api/account/info', key, agent };
-      return { method: 'GET', path: `/api/tts/generate/${id}`, key, agent };
-    }
-    case 'voices':
-      return { method: 'GET', path: '/api/voice', key, agent };
-    case 'preview':
-      return {
-        method: 'POST',
-        path: '/api/splitter/preview',
-        key,
-        agent,
-        body: {
-          text: `<A> ${SENTENCE}<B> ${SENTENCE}[calm] ${SENTENCE}<A> ${SENTENCE}`,
-          splitter: {
-            '<A>': { voiceId },
-            '<B>': { voiceId, speechRate: 1.1 },
-            splitterMarks: ['[]'],
-            lookupTable: { calm: { tags: ['calm'], voiceId } },
-            fallbackConfig: { voiceId },
-          },
-        },
-      };
-    case 'create':
-      return {
-        method: 'POST',
-        path: '/api/tts/generate',
-        key,
-        agent,
-        body: { contents: [{ text: `A small task, number ${++politeSequence}.`, voiceId }] },
-      };
-  }
-}
-
-function labelOf(options: CallOptions): string {
-  if (options.path.startsWith('/api/tts/generate/')) return 'get task';
-  if (options.path.startsWith('/api/tts/generate'))
-    return options.method === 'POST' ? 'create task' : 'list tasks';
-  if (options.path === '/api/splitter/preview') return 'preview';
-  if (options.path === '/api/voice') return 'voices';
-  return 'account info';
-}
-
-async function politeOne(account: Account): Promise<void> {
-  const options = politeRequest(account);
-  const label = labelOf(options);
-  const sentIn = phase;
-  const at = performance.now();
-  try {
-    const answer = await call(options);
-    if (answer.status >= 200 && answer.status <= 299) {
-      record('api', answer.totalMs, sentIn, at);
-      record(`api ${label}`, answer.totalMs, sentIn, at);
-      if (label === 'create task') {
-        account.taskIds.push(json<{ id: string }>(answer).id);
-        if (account.taskIds.length > 50) account.taskIds.shift();
-      }
-    } else {
-      politeError(label, `HTTP ${statusOf(answer)}`, sentIn);
-    }
-  } catch (err) {
-    politeError(label, errorName(err), sentIn);
-  }
-}
-
-/** Open loop at `rps`: requests are sent on schedule whatever the answers' latency (no coordinated omission). */
-function openLoop(rps: number, stop: AbortSignal, send: (n: number) => void): Promise<void> {
-  if (rps <= 0) return Promise.resolve();
-  return new Promise((resolve) => {
-    const started = performance.now();
-    let sent = 0;
-    const timer = setInterval(() => {
-      if (stop.aborted) {
-        clearInterval(timer);
-        resolve();
-        return;
-      }
-      const due = Math.floor(((performance.now() - started) / 1000) * rps);
-      for (; sent < due; sent++) send(sent);
-    }, 10);
-  });
-}
-
-async function oneShotLoop(accounts: Account[], stop: AbortSignal): Promise<void> {
-  for (let n = 0; !stop.aborted; n++) {
-    const account = accounts[n % accounts.length];
-    if (account === undefined) return;
-    const started = performance.now();
-    const sentIn = phase;
-    try {
-      const answer = await call({
-        method: 'POST',
-        path: '/api/tts/simple-generate',
-        key: account.key,
-        agent: account.agent,
-        body: {
-          text: `This is one shot number ${n}, spoken at once.`,
-          voiceId: account.voiceId,
-          direct_stream: true,
-        },
-        timeoutMs: 60_000,
-      });
-      if (
-        answer.status === 200 &&
-        answer.headers['content-type'] === 'audio/mpeg' &&
-        answer.body.length > 0
-      ) {
-        record('one-shot first byte', answer.firstByteMs, sentIn, started);
-        record('one-shot total', answer.totalMs, sentIn, started);
-      } else {
-        politeError('one-shot', `HTTP ${statusOf(answer)}`, sentIn);
-      }
-    } catch (err) {
-      politeError('one-shot', errorName(err), sentIn);
-    }
-    const wait = ONE_SHOT_INTERVAL_MS - (performance.now() - started);
-    if (wait > 0) await sleep(wait, undefined, { signal: stop }).catch(() => undefined);
-  }
-}
 
 // ---------------------------------------------------------------- live sessions and readers
 
@@ -593,7 +404,7 @@ function openStream(
 ): Promise<{ res: IncomingMessage; firstByteMs: number }> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
-    const req = http.request(`${baseUrl}${path}`, { agent: false, localAddress }, (res) => {
+    const req = http.request(`${serverBaseUrl}${path}`, { agent: false, localAddress }, (res) => {
       resolve({ res, firstByteMs: performance.now() - started });
     });
     req.once('error', reject);
@@ -758,6 +569,57 @@ async function hostile(account: Account, stop: AbortSignal): Promise<void> {
   ]);
 }
 
+// ---------------------------------------------------------------- polite client
+
+/**
+ * Forks the polite client (bench/lib/soak-polite.ts) and starts its traffic with `accounts`; its
+ * samples go into `latency` and `politeErrors` as they come. Resolves when it has stopped.
+ */
+function startPoliteClient(baseUrl: string, accounts: Account[]): Promise<void> {
+  const child = fork(new URL('./lib/soak-polite.ts', import.meta.url), {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  politeClient = child;
+  // Its times are epoch ms; ours are performance.now().
+  const here = (epochMs: number) => epochMs - performance.timeOrigin;
+  const stopped = new Promise<void>((resolve) => {
+    child.once('exit', () => resolve());
+    child.on('message', (report: PoliteReport) => {
+      switch (report.type) {
+        case 'samples':
+          for (const [kind, sentIn, at, ms] of report.samples) {
+            const list = latency.get(kind) ?? [];
+            list.push({ phase: sentIn, at: here(at), ms });
+            latency.set(kind, list);
+          }
+          for (const [what, n] of report.errors) politeErrors.set(what, (politeErrors.get(what) ?? 0) + n);
+          break;
+        case 'eventLoop':
+          clientEventLoop.polite.push({ at: here(report.at), p99: report.p99, max: report.max });
+          break;
+        case 'stopped':
+          resolve();
+          break;
+      }
+    });
+  });
+  child.send({
+    type: 'start',
+    baseUrl,
+    apiRps: API_RPS,
+    accounts: accounts.map(({ name, key, voiceId, localAddress, taskIds }) => ({
+      name,
+      key,
+      voiceId,
+      localAddress,
+      taskIds,
+    })),
+  } satisfies PoliteCommand);
+  child.send({ type: 'phase', phase } satisfies PoliteCommand);
+  return stopped;
+}
+
 // ---------------------------------------------------------------- main
 
 async function main(): Promise<void> {
@@ -768,10 +630,18 @@ async function main(): Promise<void> {
         .join(' ')}`,
   );
   const server = await startServer();
-  console.log(`server pid ${server.pid} at ${baseUrl}, data in ${server.dataDir}`);
+  console.log(`server pid ${server.pid} at ${server.baseUrl}, data in ${server.dataDir}`);
   const rss: { at: number; mib: number; phase: Phase }[] = [];
   const loads: number[] = [];
+  const clientLoop = monitorEventLoopDelay({ resolution: 10 });
+  clientLoop.enable();
   const sampler = setInterval(() => {
+    clientEventLoop.load.push({
+      at: performance.now(),
+      p99: clientLoop.percentile(99) / 1e6,
+      max: clientLoop.max / 1e6,
+    });
+    clientLoop.reset();
     try {
       rss.push({ at: performance.now(), mib: rssMiB(server.pid), phase });
       loads.push(loadavg()[0] ?? 0);
@@ -806,21 +676,13 @@ async function main(): Promise<void> {
       }
     }
     // Warm-up (not recorded): the same polite traffic, so the unloaded figures are not the JIT's.
-    phase = 'warmup';
-    const politeStop = new AbortController();
-    stopAll.signal.addEventListener('abort', () => politeStop.abort(), { once: true });
-    const stopPolite = politeStop.signal;
-    const politeTraffic = Promise.all([
-      openLoop(API_RPS, stopPolite, (n) => {
-        const account = polite[n % polite.length];
-        if (account !== undefined) void politeOne(account);
-      }),
-      oneShotLoop(polite, stopPolite),
-    ]);
+    setPhase('warmup');
+    const politeStopped = startPoliteClient(server.baseUrl, polite);
+    stopAll.signal.addEventListener('abort', () => politeClient?.kill(), { once: true });
     await sleep(WARMUP_S * 1000, undefined, { signal: stopAll.signal }).catch(() => undefined);
 
     // Phase 1: polite traffic only.
-    phase = 'unloaded';
+    setPhase('unloaded');
     const unloadedStarted = performance.now();
     const cpuBefore = cpuSeconds(server.pid);
     await sleep(UNLOADED_S * 1000, undefined, { signal: stopAll.signal }).catch(() => undefined);
@@ -828,9 +690,10 @@ async function main(): Promise<void> {
     const unloadedSeconds = (performance.now() - unloadedStarted) / 1000;
 
     // Phase 2: live sessions first (their tasks must reach processing), then the hostile account.
-    phase = 'loaded';
+    setPhase('loaded');
     loadedStartedAt = performance.now();
     const cpuLoadedStart = cpuSeconds(server.pid);
+    const threadsLoadedStart = threadCpu(server.pid);
     // A plain timer, not AbortSignal.timeout: Node 20 can collect an unreferenced timeout signal
     // combined by AbortSignal.any before it fires.
     const loadController = new AbortController();
@@ -864,13 +727,35 @@ async function main(): Promise<void> {
     await Promise.all(groups.map((group) => group.ready.catch(() => undefined)));
     console.log(`live tasks streamable after ${((performance.now() - loadedStartedAt) / 1000).toFixed(1)} s`);
     const hostileDone = hostile(villain, loadStop);
+    let threadsBefore = threadCpu(server.pid);
     const progress = setInterval(() => {
       const seconds = (performance.now() - loadedStartedAt) / 1000;
+      // The busiest server threads of the last 15 s (cores; "main" is the event loop).
+      const threadsNow = threadCpu(server.pid);
+      const busiest = [...threadsNow]
+        .map(([tid, t]) => ({
+          tid,
+          nice: t.nice,
+          cores: (t.seconds - (threadsBefore.get(tid)?.seconds ?? 0)) / 15,
+        }))
+        .sort((a, b) => b.cores - a.cores)
+        .slice(0, 5)
+        .map(
+          (t) =>
+            `${t.tid === String(server.pid) ? 'main' : `${t.tid}${t.nice === 0 ? '' : `/n${t.nice}`}`} ${t.cores.toFixed(2)}`,
+        )
+        .join(', ');
+      threadsBefore = threadsNow;
       const last = rss.at(-1)?.mib ?? Number.NaN;
       const loop = server.eventLoop.at(-1);
+      // The polite API latency of the requests sent in the last 15 s (answered by now).
+      const window = (latency.get('api') ?? [])
+        .filter((s) => s.at >= performance.now() - 15_000)
+        .map((s) => s.ms);
       console.log(
         `  ${seconds.toFixed(0)} s: readers live opens ${readerStats.liveOpens}, ${(readerStats.bytes / 1e6).toFixed(0)} MB read, ` +
-          `RSS ${last.toFixed(0)} MiB, event loop p99 ${loop?.p99.toFixed(1) ?? '?'} ms, polite errors ${[...politeErrors.values()].reduce((a, b) => a + b, 0)}, load ${loadavg()[0]?.toFixed(2)}`,
+          `polite p99 ${percentile(window, 99).toFixed(0)} ms, ` +
+          `RSS ${last.toFixed(0)} MiB, event loop p99 ${loop?.p99.toFixed(1) ?? '?'} ms, polite errors ${[...politeErrors.values()].reduce((a, b) => a + b, 0)}, load ${loadavg()[0]?.toFixed(2)}; threads ${busiest}`,
       );
     }, 15_000);
     await Promise.all([hostileDone, ...readers]);
@@ -878,12 +763,18 @@ async function main(): Promise<void> {
     clearTimeout(loadTimer);
     const loadedSeconds = (performance.now() - loadedStartedAt) / 1000;
     const cpuLoaded = cpuSeconds(server.pid) - cpuLoadedStart;
-    phase = 'done';
-    politeStop.abort();
-    await politeTraffic;
-    report({ server, rss, loads, cpuUnloaded, unloadedSeconds, cpuLoaded, loadedSeconds });
+    const threadsLoaded = [...threadCpu(server.pid)].map(([tid, { name, seconds, nice }]) => ({
+      tid,
+      name: `${name} nice ${nice}`,
+      seconds: seconds - (threadsLoadedStart.get(tid)?.seconds ?? 0),
+    }));
+    setPhase('done');
+    politeClient?.send({ type: 'stop' } satisfies PoliteCommand);
+    await politeStopped;
+    report({ server, rss, loads, cpuUnloaded, unloadedSeconds, cpuLoaded, loadedSeconds, threadsLoaded });
   } finally {
     phase = 'done';
+    politeClient?.kill();
     clearInterval(sampler);
     stopAll.abort();
     if (exitCode === null) {
@@ -904,6 +795,8 @@ interface ReportInput {
   unloadedSeconds: number;
   cpuLoaded: number;
   loadedSeconds: number;
+  /** CPU seconds of each server thread during the loaded phase (the first is the main thread). */
+  threadsLoaded: { tid: string; name: string; seconds: number }[];
 }
 
 function report(input: ReportInput): void {
@@ -978,6 +871,18 @@ function report(input: ReportInput): void {
   );
   const loop = (which: 'unloaded' | 'loaded') =>
     server.eventLoop.filter((s) => (which === 'loaded' ? s.at >= loadedStartedAt : s.at < loadedStartedAt));
+  for (const [client, samples] of Object.entries(clientEventLoop)) {
+    for (const which of ['unloaded', 'loaded'] as const) {
+      const inPhase = samples.filter((s) =>
+        which === 'loaded' ? s.at >= loadedStartedAt : s.at < loadedStartedAt,
+      );
+      const p99s = inPhase.map((s) => s.p99);
+      console.log(
+        `${client} client's event-loop delay ${which}: p99 of 2-s windows median ${fmt(percentile(p99s, 50))} ms, ` +
+          `worst window p99 ${fmt(Math.max(...p99s))} ms, max ${fmt(Math.max(...inPhase.map((s) => s.max)))} ms`,
+      );
+    }
+  }
   for (const which of ['unloaded', 'loaded'] as const) {
     const samples = loop(which);
     console.log(
@@ -996,6 +901,15 @@ function report(input: ReportInput): void {
         (process.cpuUsage().user + process.cpuUsage().system) /
         1e6
       ).toFixed(0)} s`,
+  );
+  const busiest = [...input.threadsLoaded].sort((a, b) => b.seconds - a.seconds).slice(0, 10);
+  console.log(
+    `server threads, loaded (cores): ${busiest
+      .map(
+        (t) =>
+          `${t.tid === String(server.pid) ? 'main' : `${t.name}#${t.tid}`} ${(t.seconds / input.loadedSeconds).toFixed(2)}`,
+      )
+      .join(', ')}`,
   );
   console.log(`\n${verdicts.join('\n')}`);
 }
