@@ -487,6 +487,71 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
         [rows[2]?.id],
       );
     });
+
+    test('tasks: quotas admit exactly up to their limits, also when admissions race', async () => {
+      const tasks = new TaskStore(handle.db);
+      const accountId = await newAccountId();
+      const quotas = { maxQueuedTasks: 3, maxConcurrentTasks: 0, dailyCharacters: 0 };
+      const results = await Promise.all(
+        timeline(10).map((at) => tasks.insert({ task: taskRow(accountId, at), pieces: [] }, quotas)),
+      );
+      assert.equal(results.filter((r) => r.admitted).length, 3);
+      assert.deepEqual(
+        results
+          .filter((r) => r.admitted)
+          .map((r) => (r.admitted ? r.position : 0))
+          .sort(),
+        [1, 2, 3],
+      );
+      assert.deepEqual(
+        results.find((r) => !r.admitted),
+        {
+          admitted: false,
+          quota: 'queuedTasks',
+          limit: 3,
+          used: 3,
+        },
+      );
+      // Daily characters: 5 + 5 fit in 12, a third 5 does not; the refusal names what was used.
+      const daily = { maxQueuedTasks: 0, maxConcurrentTasks: 0, dailyCharacters: 12 };
+      const other = await newAccountId();
+      const day = '2025-01-01';
+      const chars = await Promise.all(
+        timeline(3).map((at) => tasks.insert({ task: taskRow(other, at), pieces: [] }, daily, day)),
+      );
+      assert.equal(chars.filter((r) => r.admitted).length, 2);
+      assert.deepEqual(
+        chars.find((r) => !r.admitted),
+        {
+          admitted: false,
+          quota: 'dailyCharacters',
+          limit: 12,
+          used: 10,
+        },
+      );
+    });
+
+    test(
+      "tasks: a refused admission takes no lock (it answers while another transaction holds the account's row)",
+      { skip: adapter.kind === 'pglite' && 'one session: any open transaction holds every statement' },
+      async () => {
+        const tasks = new TaskStore(handle.db);
+        const accountId = await newAccountId();
+        const quotas = { maxQueuedTasks: 1, maxConcurrentTasks: 0, dailyCharacters: 0 };
+        const [first, second] = timeline(2).map((at) => taskRow(accountId, at));
+        assert.ok(first !== undefined && second !== undefined);
+        assert.equal((await tasks.insert({ task: first, pieces: [] }, quotas)).admitted, true);
+        await handle.db.transaction().execute(async (trx) => {
+          // What an admission or a claim of this account holds while it runs.
+          await sql`select id from accounts where id = ${accountId} for no key update`.execute(trx);
+          const refusal = await Promise.race([
+            tasks.insert({ task: second, pieces: [] }, quotas),
+            new Promise<'waited'>((resolve) => setTimeout(() => resolve('waited'), 5000).unref()),
+          ]);
+          assert.deepEqual(refusal, { admitted: false, quota: 'queuedTasks', limit: 1, used: 1 });
+        });
+      },
+    );
   });
 }
 

@@ -116,23 +116,26 @@ export class TaskStore {
    * Inserts a task unless its account's quotas refuse it, and adds its characters to the account's
    * usage of `day` (an atomic upsert). The account's row is locked for the transaction, so the
    * admissions and claims of one account are serialized across every node and counts are exact.
+   * A refusal is answered by one read before any transaction: an account flooding past its quota
+   * (thousands of refusals) then holds no lock, and on the embedded database does not keep its one
+   * session for a transaction each (issue 11, the soak); the locked count still decides admissions.
    */
   async insert(
     { task, pieces }: NewTask,
     quotas: AccountQuotas = UNLIMITED_QUOTAS,
     day: string = utcDay(new Date()),
   ): Promise<Admission> {
+    const accountId = task.account_id;
+    if (quotas.maxQueuedTasks > 0 || quotas.dailyCharacters > 0) {
+      const early = quotaRefusal(await usageInOneRead(this.db, accountId, day), task.characters, quotas);
+      if (early !== undefined) return early;
+    }
     return this.db.transaction().execute(async (trx): Promise<Admission> => {
-      const accountId = task.account_id;
       await lockAccount(trx, accountId);
       const unfinished = await countTasks(trx, accountId, ['pending', 'processing']);
-      if (quotas.maxQueuedTasks > 0 && unfinished >= quotas.maxQueuedTasks)
-        return { admitted: false, quota: 'queuedTasks', limit: quotas.maxQueuedTasks, used: unfinished };
-      if (quotas.dailyCharacters > 0) {
-        const used = await charactersOn(trx, accountId, day);
-        if (used + task.characters > quotas.dailyCharacters)
-          return { admitted: false, quota: 'dailyCharacters', limit: quotas.dailyCharacters, used };
-      }
+      const charactersUsed = quotas.dailyCharacters > 0 ? await charactersOn(trx, accountId, day) : 0;
+      const refused = quotaRefusal({ unfinished, charactersUsed }, task.characters, quotas);
+      if (refused !== undefined) return refused;
       await trx.insertInto('tasks').values(task).execute();
       if (pieces.length > 0) await trx.insertInto('task_contents').values(pieces).execute();
       await trx
@@ -514,6 +517,46 @@ async function charactersOn(db: Kysely<Database>, accountId: string, day: string
     .where('day', '=', day)
     .executeTakeFirst();
   return Number(row?.characters ?? 0);
+}
+
+/** What an account uses of its quotas: unfinished tasks, characters accepted on one day. */
+interface QuotaUse {
+  unfinished: number;
+  charactersUsed: number;
+}
+
+/** The refusal of a new task of `characters` characters by `quotas` given `use`, if any (queued tasks first). */
+function quotaRefusal(
+  { unfinished, charactersUsed }: QuotaUse,
+  characters: number,
+  quotas: AccountQuotas,
+): Extract<Admission, { admitted: false }> | undefined {
+  if (quotas.maxQueuedTasks > 0 && unfinished >= quotas.maxQueuedTasks)
+    return { admitted: false, quota: 'queuedTasks', limit: quotas.maxQueuedTasks, used: unfinished };
+  if (quotas.dailyCharacters > 0 && charactersUsed + characters > quotas.dailyCharacters)
+    return { admitted: false, quota: 'dailyCharacters', limit: quotas.dailyCharacters, used: charactersUsed };
+  return undefined;
+}
+
+/** Both counts of QuotaUse in one statement, outside any transaction. */
+async function usageInOneRead(db: Kysely<Database>, accountId: string, day: string): Promise<QuotaUse> {
+  const row = await db
+    .selectNoFrom((eb) => [
+      eb
+        .selectFrom('tasks')
+        .select((inner) => inner.fn.countAll<number | string | bigint>().as('n'))
+        .where('account_id', '=', accountId)
+        .where('status', 'in', ['pending', 'processing'])
+        .as('unfinished'),
+      eb
+        .selectFrom('account_daily_usage')
+        .select('characters')
+        .where('account_id', '=', accountId)
+        .where('day', '=', day)
+        .as('characters_used'),
+    ])
+    .executeTakeFirstOrThrow();
+  return { unfinished: Number(row.unfinished ?? 0), charactersUsed: Number(row.characters_used ?? 0) };
 }
 
 /**
