@@ -256,6 +256,22 @@ function threadCpu(pid: number): Map<string, { name: string; seconds: number; ni
   return threads;
 }
 
+/**
+ * The machine's count of connections dropped because a listen queue was full (TcpExt
+ * ListenOverflows in /proc/net/netstat): each such client retries its SYN after 1 s, then 3 s.
+ */
+function listenOverflows(): number {
+  return tcpExt('ListenOverflows');
+}
+
+/** One TcpExt counter of /proc/net/netstat (the whole machine's). */
+function tcpExt(name: string): number {
+  const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n');
+  const names = lines.find((l) => l.startsWith('TcpExt:'))?.split(' ') ?? [];
+  const values = lines.filter((l) => l.startsWith('TcpExt:'))[1]?.split(' ') ?? [];
+  return Number(values[names.indexOf(name)] ?? Number.NaN);
+}
+
 // ---------------------------------------------------------------- accounts
 
 interface Account {
@@ -685,8 +701,10 @@ async function main(): Promise<void> {
     setPhase('unloaded');
     const unloadedStarted = performance.now();
     const cpuBefore = cpuSeconds(server.pid);
+    const overflowsUnloadedStart = listenOverflows();
     await sleep(UNLOADED_S * 1000, undefined, { signal: stopAll.signal }).catch(() => undefined);
     const cpuUnloaded = cpuSeconds(server.pid) - cpuBefore;
+    const overflowsUnloaded = listenOverflows() - overflowsUnloadedStart;
     const unloadedSeconds = (performance.now() - unloadedStarted) / 1000;
 
     // Phase 2: live sessions first (their tasks must reach processing), then the hostile account.
@@ -694,6 +712,7 @@ async function main(): Promise<void> {
     loadedStartedAt = performance.now();
     const cpuLoadedStart = cpuSeconds(server.pid);
     const threadsLoadedStart = threadCpu(server.pid);
+    const overflowsLoadedStart = listenOverflows();
     // A plain timer, not AbortSignal.timeout: Node 20 can collect an unreferenced timeout signal
     // combined by AbortSignal.any before it fires.
     const loadController = new AbortController();
@@ -728,6 +747,8 @@ async function main(): Promise<void> {
     console.log(`live tasks streamable after ${((performance.now() - loadedStartedAt) / 1000).toFixed(1)} s`);
     const hostileDone = hostile(villain, loadStop);
     let threadsBefore = threadCpu(server.pid);
+    let overflowsBefore = overflowsLoadedStart;
+    let synRetriesBefore = tcpExt('TCPSynRetrans');
     const progress = setInterval(() => {
       const seconds = (performance.now() - loadedStartedAt) / 1000;
       // The busiest server threads of the last 15 s (cores; "main" is the event loop).
@@ -746,6 +767,12 @@ async function main(): Promise<void> {
         )
         .join(', ');
       threadsBefore = threadsNow;
+      const overflows = listenOverflows();
+      const dropped = overflows - overflowsBefore;
+      overflowsBefore = overflows;
+      const synRetries = tcpExt('TCPSynRetrans');
+      const retried = synRetries - synRetriesBefore;
+      synRetriesBefore = synRetries;
       const last = rss.at(-1)?.mib ?? Number.NaN;
       const loop = server.eventLoop.at(-1);
       // The polite API latency of the requests sent in the last 15 s (answered by now).
@@ -754,7 +781,7 @@ async function main(): Promise<void> {
         .map((s) => s.ms);
       console.log(
         `  ${seconds.toFixed(0)} s: readers live opens ${readerStats.liveOpens}, ${(readerStats.bytes / 1e6).toFixed(0)} MB read, ` +
-          `polite p99 ${percentile(window, 99).toFixed(0)} ms, ` +
+          `polite p99 ${percentile(window, 99).toFixed(0)} ms, listen overflows +${dropped}, SYN retries +${retried}, ` +
           `RSS ${last.toFixed(0)} MiB, event loop p99 ${loop?.p99.toFixed(1) ?? '?'} ms, polite errors ${[...politeErrors.values()].reduce((a, b) => a + b, 0)}, load ${loadavg()[0]?.toFixed(2)}; threads ${busiest}`,
       );
     }, 15_000);
@@ -763,6 +790,7 @@ async function main(): Promise<void> {
     clearTimeout(loadTimer);
     const loadedSeconds = (performance.now() - loadedStartedAt) / 1000;
     const cpuLoaded = cpuSeconds(server.pid) - cpuLoadedStart;
+    const overflowsLoaded = listenOverflows() - overflowsLoadedStart;
     const threadsLoaded = [...threadCpu(server.pid)].map(([tid, { name, seconds, nice }]) => ({
       tid,
       name: `${name} nice ${nice}`,
@@ -771,7 +799,17 @@ async function main(): Promise<void> {
     setPhase('done');
     politeClient?.send({ type: 'stop' } satisfies PoliteCommand);
     await politeStopped;
-    report({ server, rss, loads, cpuUnloaded, unloadedSeconds, cpuLoaded, loadedSeconds, threadsLoaded });
+    report({
+      server,
+      rss,
+      loads,
+      cpuUnloaded,
+      unloadedSeconds,
+      cpuLoaded,
+      loadedSeconds,
+      threadsLoaded,
+      overflows: { unloaded: overflowsUnloaded, loaded: overflowsLoaded },
+    });
   } finally {
     phase = 'done';
     politeClient?.kill();
@@ -797,6 +835,8 @@ interface ReportInput {
   loadedSeconds: number;
   /** CPU seconds of each server thread during the loaded phase (the first is the main thread). */
   threadsLoaded: { tid: string; name: string; seconds: number }[];
+  /** Connections the machine dropped from full listen queues in each phase. */
+  overflows: { unloaded: number; loaded: number };
 }
 
 function report(input: ReportInput): void {
@@ -910,6 +950,9 @@ function report(input: ReportInput): void {
           `${t.tid === String(server.pid) ? 'main' : `${t.name}#${t.tid}`} ${(t.seconds / input.loadedSeconds).toFixed(2)}`,
       )
       .join(', ')}`,
+  );
+  console.log(
+    `listen queue overflows (connections dropped, the client retries after 1 s): unloaded ${input.overflows.unloaded}, loaded ${input.overflows.loaded}`,
   );
   console.log(`\n${verdicts.join('\n')}`);
 }
