@@ -10,16 +10,20 @@ export async function fetchPage<DB, TB extends keyof DB, O>(
   limit: number,
   offset: number,
 ): Promise<{ rows: Simplify<O>[]; total: number }> {
-  const rows = await query
-    .orderBy(sql`created_at`, 'desc')
-    .orderBy(sql`id`, 'desc')
-    .limit(limit)
-    .offset(offset)
-    .execute();
-  const [count] = await query
-    .clearSelect()
-    .select(sql<string>`count(*)`.as('n'))
-    .$castTo<{ n: string }>()
-    .execute();
+  // Both at once: one round trip to the database instead of two (on the embedded one, both are
+  // sent to its worker together).
+  const [rows, [count]] = await Promise.all([
+    query
+      .orderBy(sql`created_at`, 'desc')
+      .orderBy(sql`id`, 'desc')
+      .limit(limit)
+      .offset(offset)
+      .execute(),
+    query
+      .clearSelect()
+      .select(sql<string>`count(*)`.as('n'))
+      .$castTo<{ n: string }>()
+      .execute(),
+  ]);
   return { rows, total: Number(count?.n ?? 0) };
 }

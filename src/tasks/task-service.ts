@@ -312,8 +312,9 @@ export class TaskService implements StreamTaskLookup {
   }
 
   async get(accountId: string, id: string, query: { stream?: unknown } = {}): Promise<TaskDetailView> {
-    const task = await this.requireOwn(accountId, id);
-    return this.detailView(accountId, task, await this.store.pieces(id), query.stream === 'true');
+    // The task and its pieces in one round trip (another account's pieces are read and dropped: 404).
+    const [task, pieces] = await Promise.all([this.requireOwn(accountId, id), this.store.pieces(id)]);
+    return this.detailView(accountId, task, pieces, query.stream === 'true');
   }
 
   async list(

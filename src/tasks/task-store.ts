@@ -127,7 +127,12 @@ export class TaskStore {
   ): Promise<Admission> {
     const accountId = task.account_id;
     if (quotas.maxQueuedTasks > 0 || quotas.dailyCharacters > 0) {
-      const early = quotaRefusal(await usageInOneRead(this.db, accountId, day), task.characters, quotas);
+      const usage = await usageInOneRead(this.db, accountId, day);
+      const use = {
+        unfinished: usage.pendingTasks + usage.processingTasks,
+        charactersUsed: usage.charactersToday,
+      };
+      const early = quotaRefusal(use, task.characters, quotas);
       if (early !== undefined) return early;
     }
     return this.db.transaction().execute(async (trx): Promise<Admission> => {
@@ -153,11 +158,7 @@ export class TaskStore {
 
   /** An account's pending and processing tasks and the characters it had accepted on `day`. */
   async accountUsage(accountId: string, day: string = utcDay(new Date())): Promise<AccountUsage> {
-    return {
-      pendingTasks: await countTasks(this.db, accountId, ['pending']),
-      processingTasks: await countTasks(this.db, accountId, ['processing']),
-      charactersToday: await charactersOn(this.db, accountId, day),
-    };
+    return usageInOneRead(this.db, accountId, day);
   }
 
   /**
@@ -558,23 +559,29 @@ function quotaRefusal(
   return undefined;
 }
 
-/** Both counts of QuotaUse in one statement, outside any transaction. */
-async function usageInOneRead(db: Kysely<Database>, accountId: string, day: string): Promise<QuotaUse> {
+/** An account's AccountUsage in one statement (one round trip), outside any transaction. */
+async function usageInOneRead(db: Kysely<Database>, accountId: string, day: string): Promise<AccountUsage> {
+  const tasksIn = (status: TaskStatus) =>
+    db
+      .selectFrom('tasks')
+      .select((eb) => eb.fn.countAll<number | string | bigint>().as('n'))
+      .where('account_id', '=', accountId)
+      .where('status', '=', status);
   const row = await db
     .selectNoFrom((eb) => [
-      eb
-        .selectFrom('tasks')
-        .select((inner) => inner.fn.countAll<number | string | bigint>().as('n'))
-        .where('account_id', '=', accountId)
-        .where('status', 'in', ['pending', 'processing'])
-        .as('unfinished'),
+      tasksIn('pending').as('pending'),
+      tasksIn('processing').as('processing'),
       eb
         .selectFrom('account_daily_usage')
         .select('characters')
         .where('account_id', '=', accountId)
         .where('day', '=', day)
-        .as('characters_used'),
+        .as('characters_today'),
     ])
     .executeTakeFirstOrThrow();
-  return { unfinished: Number(row.unfinished ?? 0), charactersUsed: Number(row.characters_used ?? 0) };
+  return {
+    pendingTasks: Number(row.pending ?? 0),
+    processingTasks: Number(row.processing ?? 0),
+    charactersToday: Number(row.characters_today ?? 0),
+  };
 }
