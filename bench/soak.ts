@@ -264,6 +264,17 @@ function listenOverflows(): number {
   return tcpExt('ListenOverflows');
 }
 
+/** Pages of memory the machine's TCP sockets hold now (/proc/net/sockstat), and the kernel's pressure threshold. */
+function tcpMemoryPages(): { used: number; pressure: number } {
+  const used = Number(
+    /TCP: .* mem (\d+)/.exec(readFileSync('/proc/net/sockstat', 'utf8'))?.[1] ?? Number.NaN,
+  );
+  const pressure = Number(
+    readFileSync('/proc/sys/net/ipv4/tcp_mem', 'utf8').trim().split(/\s+/)[1] ?? Number.NaN,
+  );
+  return { used, pressure };
+}
+
 /** One TcpExt counter of /proc/net/netstat (the whole machine's). */
 function tcpExt(name: string): number {
   const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n');
@@ -713,6 +724,7 @@ async function main(): Promise<void> {
     const cpuLoadedStart = cpuSeconds(server.pid);
     const threadsLoadedStart = threadCpu(server.pid);
     const overflowsLoadedStart = listenOverflows();
+    const pressureLoadedStart = tcpExt('TCPMemoryPressuresChrono');
     // A plain timer, not AbortSignal.timeout: Node 20 can collect an unreferenced timeout signal
     // combined by AbortSignal.any before it fires.
     const loadController = new AbortController();
@@ -749,6 +761,7 @@ async function main(): Promise<void> {
     let threadsBefore = threadCpu(server.pid);
     let overflowsBefore = overflowsLoadedStart;
     let synRetriesBefore = tcpExt('TCPSynRetrans');
+    let pressureMsBefore = tcpExt('TCPMemoryPressuresChrono');
     const progress = setInterval(() => {
       const seconds = (performance.now() - loadedStartedAt) / 1000;
       // The busiest server threads of the last 15 s (cores; "main" is the event loop).
@@ -770,6 +783,10 @@ async function main(): Promise<void> {
       const overflows = listenOverflows();
       const dropped = overflows - overflowsBefore;
       overflowsBefore = overflows;
+      const tcpMemory = tcpMemoryPages();
+      const pressureMs = tcpExt('TCPMemoryPressuresChrono');
+      const underPressure = pressureMs - pressureMsBefore;
+      pressureMsBefore = pressureMs;
       const synRetries = tcpExt('TCPSynRetrans');
       const retried = synRetries - synRetriesBefore;
       synRetriesBefore = synRetries;
@@ -782,6 +799,7 @@ async function main(): Promise<void> {
       console.log(
         `  ${seconds.toFixed(0)} s: readers live opens ${readerStats.liveOpens}, ${(readerStats.bytes / 1e6).toFixed(0)} MB read, ` +
           `polite p99 ${percentile(window, 99).toFixed(0)} ms, listen overflows +${dropped}, SYN retries +${retried}, ` +
+          `TCP memory ${((tcpMemory.used / tcpMemory.pressure) * 100).toFixed(0)} % of the pressure threshold (${underPressure} ms under pressure), ` +
           `RSS ${last.toFixed(0)} MiB, event loop p99 ${loop?.p99.toFixed(1) ?? '?'} ms, polite errors ${[...politeErrors.values()].reduce((a, b) => a + b, 0)}, load ${loadavg()[0]?.toFixed(2)}; threads ${busiest}`,
       );
     }, 15_000);
@@ -791,6 +809,7 @@ async function main(): Promise<void> {
     const loadedSeconds = (performance.now() - loadedStartedAt) / 1000;
     const cpuLoaded = cpuSeconds(server.pid) - cpuLoadedStart;
     const overflowsLoaded = listenOverflows() - overflowsLoadedStart;
+    const pressureLoaded = tcpExt('TCPMemoryPressuresChrono') - pressureLoadedStart;
     const threadsLoaded = [...threadCpu(server.pid)].map(([tid, { name, seconds, nice }]) => ({
       tid,
       name: `${name} nice ${nice}`,
@@ -809,6 +828,7 @@ async function main(): Promise<void> {
       loadedSeconds,
       threadsLoaded,
       overflows: { unloaded: overflowsUnloaded, loaded: overflowsLoaded },
+      tcpPressureMs: pressureLoaded,
     });
   } finally {
     phase = 'done';
@@ -837,6 +857,8 @@ interface ReportInput {
   threadsLoaded: { tid: string; name: string; seconds: number }[];
   /** Connections the machine dropped from full listen queues in each phase. */
   overflows: { unloaded: number; loaded: number };
+  /** Milliseconds the machine's TCP stack spent under memory pressure in the loaded phase. */
+  tcpPressureMs: number;
 }
 
 function report(input: ReportInput): void {
@@ -952,7 +974,8 @@ function report(input: ReportInput): void {
       .join(', ')}`,
   );
   console.log(
-    `listen queue overflows (connections dropped, the client retries after 1 s): unloaded ${input.overflows.unloaded}, loaded ${input.overflows.loaded}`,
+    `listen queue overflows (connections dropped, the client retries after 1 s): unloaded ${input.overflows.unloaded}, loaded ${input.overflows.loaded}; ` +
+      `TCP memory pressure (the kernel drops segments, senders retransmit) during the loaded phase: ${input.tcpPressureMs} ms`,
   );
   console.log(`\n${verdicts.join('\n')}`);
 }
