@@ -541,7 +541,7 @@ async function hostile(account: Account, stop: AbortSignal): Promise<void> {
   const taskBody = hostileTaskBody(voiceId);
   // The HEAD target: one of its own tasks that is processing (a pending one only answers STREAM_NOT_READY).
   const retarget = setInterval(() => {
-    call({ method: 'GET', path: '/api/tts/generate?limit=100&stream=true', key, agent })
+    call({ method: 'GET', path: '/api/tts/generate?limit=50&status=processing&stream=true', key, agent })
       .then((answer) => {
         const running = json<{ status: string; id: string; streamUrl?: string }[]>(answer).find(
           (task) => task.status === 'processing' && task.streamUrl !== undefined,
