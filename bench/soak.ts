@@ -256,14 +256,6 @@ function threadCpu(pid: number): Map<string, { name: string; seconds: number; ni
   return threads;
 }
 
-/**
- * The machine's count of connections dropped because a listen queue was full (TcpExt
- * ListenOverflows in /proc/net/netstat): each such client retries its SYN after 1 s, then 3 s.
- */
-function listenOverflows(): number {
-  return tcpExt('ListenOverflows');
-}
-
 /** Pages of memory the machine's TCP sockets hold now (/proc/net/sockstat), and the kernel's pressure threshold. */
 function tcpMemoryPages(): { used: number; pressure: number } {
   const used = Number(
@@ -275,7 +267,10 @@ function tcpMemoryPages(): { used: number; pressure: number } {
   return { used, pressure };
 }
 
-/** One TcpExt counter of /proc/net/netstat (the whole machine's). */
+/**
+ * One TcpExt counter of /proc/net/netstat (the whole machine's), e.g. ListenOverflows: connections
+ * dropped because a listen queue was full (each such client retries its SYN after 1 s, then 3 s).
+ */
 function tcpExt(name: string): number {
   const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n');
   const names = lines.find((l) => l.startsWith('TcpExt:'))?.split(' ') ?? [];
@@ -712,10 +707,10 @@ async function main(): Promise<void> {
     setPhase('unloaded');
     const unloadedStarted = performance.now();
     const cpuBefore = cpuSeconds(server.pid);
-    const overflowsUnloadedStart = listenOverflows();
+    const overflowsUnloadedStart = tcpExt('ListenOverflows');
     await sleep(UNLOADED_S * 1000, undefined, { signal: stopAll.signal }).catch(() => undefined);
     const cpuUnloaded = cpuSeconds(server.pid) - cpuBefore;
-    const overflowsUnloaded = listenOverflows() - overflowsUnloadedStart;
+    const overflowsUnloaded = tcpExt('ListenOverflows') - overflowsUnloadedStart;
     const unloadedSeconds = (performance.now() - unloadedStarted) / 1000;
 
     // Phase 2: live sessions first (their tasks must reach processing), then the hostile account.
@@ -723,7 +718,7 @@ async function main(): Promise<void> {
     loadedStartedAt = performance.now();
     const cpuLoadedStart = cpuSeconds(server.pid);
     const threadsLoadedStart = threadCpu(server.pid);
-    const overflowsLoadedStart = listenOverflows();
+    const overflowsLoadedStart = tcpExt('ListenOverflows');
     const pressureLoadedStart = tcpExt('TCPMemoryPressuresChrono');
     // A plain timer, not AbortSignal.timeout: Node 20 can collect an unreferenced timeout signal
     // combined by AbortSignal.any before it fires.
@@ -780,7 +775,7 @@ async function main(): Promise<void> {
         )
         .join(', ');
       threadsBefore = threadsNow;
-      const overflows = listenOverflows();
+      const overflows = tcpExt('ListenOverflows');
       const dropped = overflows - overflowsBefore;
       overflowsBefore = overflows;
       const tcpMemory = tcpMemoryPages();
@@ -808,7 +803,7 @@ async function main(): Promise<void> {
     clearTimeout(loadTimer);
     const loadedSeconds = (performance.now() - loadedStartedAt) / 1000;
     const cpuLoaded = cpuSeconds(server.pid) - cpuLoadedStart;
-    const overflowsLoaded = listenOverflows() - overflowsLoadedStart;
+    const overflowsLoaded = tcpExt('ListenOverflows') - overflowsLoadedStart;
     const pressureLoaded = tcpExt('TCPMemoryPressuresChrono') - pressureLoadedStart;
     const threadsLoaded = [...threadCpu(server.pid)].map(([tid, { name, seconds, nice }]) => ({
       tid,

@@ -127,19 +127,13 @@ export class TaskStore {
   ): Promise<Admission> {
     const accountId = task.account_id;
     if (quotas.maxQueuedTasks > 0 || quotas.dailyCharacters > 0) {
-      const usage = await usageInOneRead(this.db, accountId, day);
-      const use = {
-        unfinished: usage.pendingTasks + usage.processingTasks,
-        charactersUsed: usage.charactersToday,
-      };
-      const early = quotaRefusal(use, task.characters, quotas);
+      const early = quotaRefusal(await usageInOneRead(this.db, accountId, day), task.characters, quotas);
       if (early !== undefined) return early;
     }
     return this.db.transaction().execute(async (trx): Promise<Admission> => {
       await lockAccount(trx, accountId);
-      const unfinished = await countTasks(trx, accountId, ['pending', 'processing']);
-      const charactersUsed = quotas.dailyCharacters > 0 ? await charactersOn(trx, accountId, day) : 0;
-      const refused = quotaRefusal({ unfinished, charactersUsed }, task.characters, quotas);
+      const usage = await usageInOneRead(trx, accountId, day);
+      const refused = quotaRefusal(usage, task.characters, quotas);
       if (refused !== undefined) return refused;
       await trx.insertInto('tasks').values(task).execute();
       if (pieces.length > 0) await trx.insertInto('task_contents').values(pieces).execute();
@@ -152,7 +146,7 @@ export class TaskStore {
           })),
         )
         .execute();
-      return { admitted: true, position: unfinished + 1 };
+      return { admitted: true, position: usage.pendingTasks + usage.processingTasks + 1 };
     });
   }
 
@@ -520,46 +514,26 @@ async function lockAccount(trx: Transaction<Database>, accountId: string): Promi
   await trx.selectFrom('accounts').select('id').where('id', '=', accountId).forNoKeyUpdate().execute();
 }
 
-async function countTasks(db: Kysely<Database>, accountId: string, statuses: TaskStatus[]): Promise<number> {
-  const row = await db
-    .selectFrom('tasks')
-    .select((eb) => eb.fn.countAll<number | string | bigint>().as('n'))
-    .where('account_id', '=', accountId)
-    .where('status', 'in', statuses)
-    .executeTakeFirstOrThrow();
-  return Number(row.n);
-}
-
-async function charactersOn(db: Kysely<Database>, accountId: string, day: string): Promise<number> {
-  const row = await db
-    .selectFrom('account_daily_usage')
-    .select('characters')
-    .where('account_id', '=', accountId)
-    .where('day', '=', day)
-    .executeTakeFirst();
-  return Number(row?.characters ?? 0);
-}
-
-/** What an account uses of its quotas: unfinished tasks, characters accepted on one day. */
-interface QuotaUse {
-  unfinished: number;
-  charactersUsed: number;
-}
-
-/** The refusal of a new task of `characters` characters by `quotas` given `use`, if any (queued tasks first). */
+/** The refusal of a new task of `characters` characters by `quotas` given the account's `usage`, if any (queued tasks first). */
 function quotaRefusal(
-  { unfinished, charactersUsed }: QuotaUse,
+  { pendingTasks, processingTasks, charactersToday }: AccountUsage,
   characters: number,
   quotas: AccountQuotas,
 ): Extract<Admission, { admitted: false }> | undefined {
+  const unfinished = pendingTasks + processingTasks;
   if (quotas.maxQueuedTasks > 0 && unfinished >= quotas.maxQueuedTasks)
     return { admitted: false, quota: 'queuedTasks', limit: quotas.maxQueuedTasks, used: unfinished };
-  if (quotas.dailyCharacters > 0 && charactersUsed + characters > quotas.dailyCharacters)
-    return { admitted: false, quota: 'dailyCharacters', limit: quotas.dailyCharacters, used: charactersUsed };
+  if (quotas.dailyCharacters > 0 && charactersToday + characters > quotas.dailyCharacters)
+    return {
+      admitted: false,
+      quota: 'dailyCharacters',
+      limit: quotas.dailyCharacters,
+      used: charactersToday,
+    };
   return undefined;
 }
 
-/** An account's AccountUsage in one statement (one round trip), outside any transaction. */
+/** An account's AccountUsage in one statement (one round trip), in `db` or a transaction of it. */
 async function usageInOneRead(db: Kysely<Database>, accountId: string, day: string): Promise<AccountUsage> {
   const tasksIn = (status: TaskStatus) =>
     db
