@@ -1,11 +1,12 @@
 /**
  * Idle memory (issue 14): `npm run bench:memory` (env: SETTLE_SECONDS, 70 — past the synthesis
- * threads' idle minute). Starts the service on a new DATA_DIR, reads its resident memory once it
+ * threads' idle minute; SERVER_BUILD, `dist` — the compiled service `npm start` runs, built first —
+ * or `src` for the service under tsx). Starts the service on a new DATA_DIR, reads its resident memory once it
  * answers and again after SETTLE_SECONDS idle; then restarts it on the same data and does the same.
  * The reference in the same run: a bare `node` process (the runtime's own floor). Target: ≤ 250 MB
  * idle. Exits 1 when missed.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { scaleOutRequested } from './lib/scale-out.js';
@@ -41,6 +42,10 @@ async function idleRss(dataDir?: string): Promise<{ started: number; settled: nu
 }
 
 async function main(): Promise<number> {
+  process.env.SERVER_BUILD ??= 'dist';
+  const compiled = process.env.SERVER_BUILD === 'dist';
+  if (compiled && spawnSync('npm', ['run', 'build'], { stdio: 'inherit' }).status !== 0)
+    throw new Error('npm run build failed');
   const floor = await bareNodeRss();
   const first = await idleRss();
   const restart = await idleRss(first.dataDir);
@@ -51,7 +56,7 @@ async function main(): Promise<number> {
       `restart: ${fmt(restart.started)} → ${fmt(restart.settled)}`,
   );
   return report(
-    `Idle resident memory (service under tsx, ${scaleOutRequested() ? 'scale-out adapters: a fresh database per start' : 'embedded defaults'})`,
+    `Idle resident memory (${compiled ? 'compiled service, node dist/main.js' : 'service under tsx'}, ${scaleOutRequested() ? 'scale-out adapters: a fresh database per start' : 'embedded defaults'})`,
     [
       {
         metric: `first start, idle ${SETTLE_SECONDS} s`,

@@ -96,6 +96,7 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
     dataDir: config.dataDir,
     databaseUrl: config.databaseUrl,
     pgliteTemplate: options.pgliteTemplate,
+    embeddedCacheMb: config.embeddedDbCacheMb,
   });
   closers.add(() => database.close());
   const close = () => closers.closeAll();

@@ -60,7 +60,8 @@ export interface BenchServer {
 }
 
 /**
- * Starts `node --import tsx src/main.ts` on a temporary DATA_DIR (with SCALE_OUT=1 on the scale-out
+ * Starts `node --import tsx src/main.ts` (with `SERVER_BUILD=dist`: the compiled `node dist/main.js`
+ * that `npm start` runs, built beforehand) on a temporary DATA_DIR (with SCALE_OUT=1 on the scale-out
  * adapters: bench/lib/scale-out.ts); resolves when /healthz answers.
  */
 export async function startServer(
@@ -78,7 +79,8 @@ export async function startServer(
   const key = clusterOf?.key ?? `sk-${randomBytes(16).toString('hex')}`;
   const log = join(dataDir, 'server.log');
   const logFile = openSync(log, 'w');
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], {
+  const entry = process.env.SERVER_BUILD === 'dist' ? ['dist/main.js'] : ['--import', 'tsx', 'src/main.ts'];
+  const child = spawn(process.execPath, [...nodeArgs, ...entry], {
     env: {
       ...process.env,
       HOST: '127.0.0.1',

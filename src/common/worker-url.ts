@@ -4,6 +4,7 @@
  * inside worker threads, so under tsx a worker gets tsx's require hook instead and loads the
  * TypeScript module with `require` (tsx compiles it to CommonJS on the fly).
  */
+import { fork, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -41,5 +42,21 @@ export function startModuleWorker(
     execArgv: workerExecArgv(url),
     workerData,
     ...transfer,
+  });
+}
+
+/**
+ * Starts the module at `url` in a child process of its own with `args` (under tsx, with this
+ * process's loader flags): for work whose memory should leave with it. stderr is piped; the
+ * child is killed after `timeoutMs`.
+ */
+export function forkModule(url: URL, args: readonly string[], timeoutMs: number): ChildProcess {
+  // `--input-type=module` (a parent run with `-e`) does not apply to a module file.
+  const execArgv = process.execArgv.filter((arg) => !arg.startsWith('--input-type'));
+  return fork(fileURLToPath(url), [...args], {
+    execArgv,
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    timeout: timeoutMs,
+    killSignal: 'SIGKILL',
   });
 }

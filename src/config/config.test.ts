@@ -21,6 +21,13 @@ describe('loadConfig: scale-out switch', () => {
     assert.equal(config.scaleOut, null);
     assert.deepEqual(config.leases, { taskMs: 30_000, sessionMs: 15_000 });
     assert.equal(config.adminToken, undefined);
+    assert.equal(config.embeddedDbCacheMb, 16);
+  });
+
+  it('EMBEDDED_DB_CACHE_MB sets the embedded page cache; 0 or a fraction is refused', () => {
+    assert.equal(loadConfig({ EMBEDDED_DB_CACHE_MB: '64' }).embeddedDbCacheMb, 64);
+    assert.match(problems({ EMBEDDED_DB_CACHE_MB: '0' }).join('\n'), /EMBEDDED_DB_CACHE_MB/);
+    assert.match(problems({ EMBEDDED_DB_CACHE_MB: '1.5' }).join('\n'), /EMBEDDED_DB_CACHE_MB/);
   });
 
   it('PostgreSQL alone is a single node on a server database, not scale-out', () => {

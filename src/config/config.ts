@@ -27,6 +27,8 @@ const envSchema = z.object({
     .optional(),
   /** PostgreSQL connection string for scale-out; the embedded PGlite database under DATA_DIR when absent. */
   DATABASE_URL: z.string().optional(),
+  /** The embedded database's page cache (PostgreSQL shared_buffers) in MiB; PostgreSQL's own default of 128 MiB is resident from the start. */
+  EMBEDDED_DB_CACHE_MB: intFrom(1, 65_536).default(16),
   RATE_LIMIT_MAX: intFrom(1, 1_000_000).default(600),
   RATE_LIMIT_WINDOW_MS: intFrom(100, 86_400_000).default(60_000),
   STREAM_RATE_LIMIT_MAX: intFrom(1, 1_000_000).default(600),
@@ -181,6 +183,8 @@ export interface AppConfig {
   logLevel: z.infer<typeof envSchema>['LOG_LEVEL'];
   bootstrapApiKey: string | undefined;
   databaseUrl: string | undefined;
+  /** Embedded database only: its page cache (shared_buffers) in MiB. */
+  embeddedDbCacheMb: number;
   /** Per account (`max`), per client address on stream and audio routes (`streamMax`) and before authentication (`ipMax`). */
   rateLimit: { max: number; windowMs: number; streamMax: number; ipMax: number };
   /** HTTP server bounds (issue 11 finding 6); `trustProxy`: proxies whose X-Forwarded-For gives `request.ip`. */
@@ -292,6 +296,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel: e.LOG_LEVEL,
     bootstrapApiKey: e.BOOTSTRAP_API_KEY,
     databaseUrl: e.DATABASE_URL,
+    embeddedDbCacheMb: e.EMBEDDED_DB_CACHE_MB,
     rateLimit: {
       max: e.RATE_LIMIT_MAX,
       windowMs: e.RATE_LIMIT_WINDOW_MS,

@@ -884,3 +884,56 @@ describe('embedded database: the DATA_DIR lock', () => {
     assert.deepEqual(await readdir(dataDir), ['db']);
   });
 });
+
+describe('embedded database: a new one, its page cache', () => {
+  test(
+    'a new DATA_DIR without a template is created by initdb (in a child process) and migrated',
+    TEST_DEADLINE,
+    async () => {
+      const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-db-new-'));
+      try {
+        const handle = await openDatabase({ dataDir });
+        try {
+          const { rows } = await sql<{ n: string }>`select count(*) as n from accounts`.execute(handle.db);
+          assert.equal(rows[0]?.n, '0');
+          const { rows: cache } = await sql<{ shared_buffers: string }>`show shared_buffers`.execute(
+            handle.db,
+          );
+          assert.equal(cache[0]?.shared_buffers, '16MB');
+        } finally {
+          await handle.close();
+        }
+        assert.ok((await readdir(join(dataDir, 'db'))).includes('PG_VERSION'));
+      } finally {
+        await rm(dataDir, { recursive: true, force: true });
+      }
+    },
+  );
+
+  test(
+    'shared_buffers is the configured size (16 MiB by default, not PostgreSQL 128 MiB)',
+    TEST_DEADLINE,
+    async () => {
+      const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-db-cache-'));
+      try {
+        const showCache = async (embeddedCacheMb?: number) => {
+          const handle = await openDatabase({
+            dataDir,
+            pgliteTemplate: await pgliteTemplate(),
+            embeddedCacheMb,
+          });
+          try {
+            const { rows } = await sql<{ shared_buffers: string }>`show shared_buffers`.execute(handle.db);
+            return rows[0]?.shared_buffers;
+          } finally {
+            await handle.close();
+          }
+        };
+        assert.equal(await showCache(), '16MB');
+        assert.equal(await showCache(4), '4MB');
+      } finally {
+        await rm(dataDir, { recursive: true, force: true });
+      }
+    },
+  );
+});

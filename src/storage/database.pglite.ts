@@ -12,7 +12,7 @@ import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } f
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely } from 'kysely';
 import { once } from 'node:events';
-import { siblingModuleUrl, startModuleWorker } from '../common/worker-url.js';
+import { forkModule, siblingModuleUrl, startModuleWorker } from '../common/worker-url.js';
 import { acquireDataDirLock } from './data-dir-lock.js';
 import { migrateToLatest, type DatabaseHandle } from './database.js';
 import { PgliteDialect, type StatementRunner } from './pglite-dialect.js';
@@ -30,7 +30,16 @@ export interface PgliteDatabaseOptions {
   dataDir: string;
   /** A data-dir dump (`createPgliteTemplate`) a new database starts from instead of running initdb. */
   template?: Blob | File | undefined;
+  /** The page cache (PostgreSQL shared_buffers) in MiB; PostgreSQL touches all of it at start (default 16). */
+  cacheMb?: number | undefined;
 }
+
+/**
+ * The embedded database's default page cache in MiB. PostgreSQL's own default (128 MiB) is written
+ * at start, so it was resident in every idle service (issue 14, idle memory); the service's tables
+ * are small and pages not cached here are read from the OS's file cache.
+ */
+const DEFAULT_CACHE_MB = 16;
 
 type Pending = { resolve: (response: PgliteResponse) => void; reject: (err: Error) => void };
 
@@ -90,7 +99,9 @@ class PgliteWorkerClient implements StatementRunner {
   }
 
   /** Starts the worker on `data` and resolves once the database is open (rejects with why it is not). */
-  static async start(options: Pick<PgliteWorkerData, 'dir' | 'template'>): Promise<PgliteWorkerClient> {
+  static async start(
+    options: Pick<PgliteWorkerData, 'dir' | 'template' | 'cacheMb'>,
+  ): Promise<PgliteWorkerClient> {
     const channel = new MessageChannel();
     const answered = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
     const data: PgliteWorkerData = { ...options, port: channel.port2, answered };
@@ -206,18 +217,32 @@ class PgliteWorkerClient implements StatementRunner {
   }
 }
 
+/** How long creating a new database may take (initdb takes 4–7 s on a 2-core machine). */
+const INITDB_DEADLINE_MS = 5 * 60_000;
+
 /**
- * Runs initdb for a new database in a worker thread that then exits: done in this thread, initdb's
- * WebAssembly memory would stay in the process for its whole life (idle RSS ~880 MB instead of ~360).
+ * Creates and migrates a new database in a child process that then exits: done in this process
+ * (even in a worker thread), initdb and the first migrations left ~100 MiB resident in the service
+ * for its whole life.
  */
-async function initializeInWorker(dir: string): Promise<void> {
-  const worker = startModuleWorker(siblingModuleUrl(import.meta.url, 'pglite-init.worker'), { dir });
-  const exited = once(worker, 'exit');
-  const failed = once(worker, 'error').then(([err]) => {
-    throw err instanceof Error ? err : new Error(String(err));
+async function initializeInChildProcess(dir: string): Promise<void> {
+  const child = forkModule(
+    siblingModuleUrl(import.meta.url, 'pglite-init.process'),
+    [dir],
+    INITDB_DEADLINE_MS,
+  );
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr = (stderr + chunk).slice(-4000);
   });
-  await Promise.race([once(worker, 'message'), failed]);
-  await Promise.race([exited, failed]);
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (exitCode, exitSignal) => resolve([exitCode, exitSignal]));
+  });
+  if (code !== 0) {
+    const how = signal === null ? `exit code ${String(code)}` : `signal ${signal}`;
+    throw new Error(`creating the embedded database in ${dir} failed (${how}): ${stderr.trim()}`);
+  }
 }
 
 /** Opens (creating if needed) and migrates DATA_DIR's embedded database, holding the DATA_DIR lock. */
@@ -230,9 +255,9 @@ export async function openPgliteDatabase(options: PgliteDatabaseOptions): Promis
     await mkdir(dir, { recursive: true });
     // A template only seeds a new database; an existing one is opened as it is.
     const isNew = !existsSync(join(dir, 'PG_VERSION'));
-    if (isNew && options.template === undefined) await initializeInWorker(dir);
+    if (isNew && options.template === undefined) await initializeInChildProcess(dir);
     const template = isNew && options.template ? await options.template.arrayBuffer() : undefined;
-    client = await PgliteWorkerClient.start({ dir, template });
+    client = await PgliteWorkerClient.start({ dir, template, cacheMb: options.cacheMb ?? DEFAULT_CACHE_MB });
     db = new Kysely<Database>({ dialect: new PgliteDialect(client) });
     await migrateToLatest(db);
   } catch (err) {

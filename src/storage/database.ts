@@ -23,6 +23,8 @@ export interface OpenDatabaseOptions {
   databaseUrl?: string | undefined;
   /** A PGlite data-dir dump (from `createPgliteTemplate`) to start a new embedded database from, skipping initdb. */
   pgliteTemplate?: Blob | File | undefined;
+  /** Embedded: the database's page cache (shared_buffers) in MiB (default 16). */
+  embeddedCacheMb?: number | undefined;
   /** PostgreSQL: connections in the pool (default 10). */
   poolSize?: number | undefined;
   /** PostgreSQL: how long a starting node waits for another node's migration run (default 5 minutes). */
@@ -55,5 +57,9 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     });
   }
   const { openPgliteDatabase } = await import('./database.pglite.js');
-  return openPgliteDatabase({ dataDir: options.dataDir, template: options.pgliteTemplate });
+  return openPgliteDatabase({
+    dataDir: options.dataDir,
+    template: options.pgliteTemplate,
+    cacheMb: options.embeddedCacheMb,
+  });
 }

@@ -19,6 +19,8 @@ export interface PgliteWorkerData {
   dir: string;
   /** A `dumpDataDir` archive (a copy: the caller's template stays usable). */
   template?: ArrayBuffer | undefined;
+  /** PostgreSQL's shared_buffers in MiB. */
+  cacheMb: number;
   port: MessagePort;
   answered: Int32Array;
 }

@@ -1,0 +1,38 @@
+/**
+ * Child process that creates a new embedded database (initdb) in the folder given as its argument
+ * and applies every migration, then exits 0 (1 with the error on stderr). The memory initdb and the
+ * migrations leave behind (WebAssembly, allocator and heap) goes away with the process: done in a
+ * worker thread of the service, ~100 MiB of it stayed resident for its whole life (issue 14, idle
+ * memory); the service then opens a database like on any restart.
+ */
+import { PGlite } from '@electric-sql/pglite';
+import { Kysely } from 'kysely';
+import { migrateToLatest } from './database.js';
+import { PgliteDialect } from './pglite-dialect.js';
+import { PGLITE_PARSERS } from './pglite-protocol.js';
+import type { Database } from './schema.js';
+
+async function initialize(dir: string): Promise<void> {
+  const pglite = await PGlite.create(dir, { parsers: PGLITE_PARSERS });
+  const db = new Kysely<Database>({ dialect: new PgliteDialect(pglite) });
+  try {
+    await migrateToLatest(db);
+  } finally {
+    // Closes the database too.
+    await db.destroy();
+  }
+}
+
+const dir = process.argv[2];
+if (dir === undefined) {
+  console.error('usage: pglite-init.process <database folder>');
+  process.exitCode = 1;
+} else {
+  initialize(dir).then(
+    () => process.exit(0),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}
