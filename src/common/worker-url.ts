@@ -45,16 +45,31 @@ export function startModuleWorker(
   });
 }
 
+/** Node options of this process that a child process must not repeat: its script, an inspector port, test runner and watch modes. */
+const NOT_FOR_A_CHILD = /^(-e|--eval|-p|--print|--input-type|--inspect|--debug|--test|--watch)/;
+/** Those of them that take the next argument as their value. */
+const WITH_A_VALUE = new Set(['-e', '--eval', '-p', '--print', '--input-type']);
+
+/** This process's node options a child running a module file needs (tsx's loader flags under tsx). */
+function childExecArgv(): string[] {
+  const kept: string[] = [];
+  const args = process.execArgv;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] ?? '';
+    if (!NOT_FOR_A_CHILD.test(arg)) kept.push(arg);
+    else if (WITH_A_VALUE.has(arg)) i++;
+  }
+  return kept;
+}
+
 /**
  * Starts the module at `url` in a child process of its own with `args` (under tsx, with this
  * process's loader flags): for work whose memory should leave with it. stderr is piped; the
  * child is killed after `timeoutMs`.
  */
 export function forkModule(url: URL, args: readonly string[], timeoutMs: number): ChildProcess {
-  // `--input-type=module` (a parent run with `-e`) does not apply to a module file.
-  const execArgv = process.execArgv.filter((arg) => !arg.startsWith('--input-type'));
   return fork(fileURLToPath(url), [...args], {
-    execArgv,
+    execArgv: childExecArgv(),
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     timeout: timeoutMs,
     killSignal: 'SIGKILL',

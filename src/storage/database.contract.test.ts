@@ -887,6 +887,36 @@ describe('embedded database: the DATA_DIR lock', () => {
 
 describe('embedded database: a new one, its page cache', () => {
   test(
+    'a process killed while creating a new database leaves none half-made: the next start creates it',
+    TEST_DEADLINE,
+    async () => {
+      const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-db-new-'));
+      const child = databaseChild(dataDir);
+      try {
+        // Killed while the database is being built in its staging folder.
+        const deadline = Date.now() + 60_000;
+        while (!(await readdir(dataDir)).some((name) => name.startsWith('db.creating-'))) {
+          assert.ok(Date.now() < deadline, 'the staging folder never appeared');
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        await child.stop('SIGKILL');
+        assert.ok(!(await readdir(join(dataDir, 'db'))).includes('PG_VERSION'));
+        const handle = await openDatabase({ dataDir });
+        try {
+          const { rows } = await sql<{ n: string }>`select count(*) as n from accounts`.execute(handle.db);
+          assert.equal(rows[0]?.n, '0');
+        } finally {
+          await handle.close();
+        }
+        assert.deepEqual((await readdir(dataDir)).sort(), ['db']);
+      } finally {
+        await child.stop('SIGKILL').catch(() => undefined);
+        await rm(dataDir, { recursive: true, force: true });
+      }
+    },
+  );
+
+  test(
     'a new DATA_DIR without a template is created by initdb (in a child process) and migrated',
     TEST_DEADLINE,
     async () => {

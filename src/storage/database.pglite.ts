@@ -6,8 +6,9 @@
  * error instead of a corrupted database.
  */
 import { existsSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { mkdir, readdir, rename, rm, rmdir } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely } from 'kysely';
@@ -221,11 +222,42 @@ class PgliteWorkerClient implements StatementRunner {
 const INITDB_DEADLINE_MS = 5 * 60_000;
 
 /**
- * Creates and migrates a new database in a child process that then exits: done in this process
- * (even in a worker thread), initdb and the first migrations left ~100 MiB resident in the service
- * for its whole life.
+ * Creates and migrates a new database at `dir` in a child process that then exits: done in this
+ * process (even in a worker thread), initdb and the first migrations left ~100 MiB resident in the
+ * service for its whole life. It is built in a staging folder beside `dir` and renamed into place
+ * once complete, so a process killed while creating leaves no half-made database behind: the next
+ * start removes the staging folder and creates it again.
  */
-async function initializeInChildProcess(dir: string): Promise<void> {
+async function createInChildProcess(dir: string): Promise<void> {
+  const stagingPrefix = `${basename(dir)}.creating-`;
+  for (const name of await readdir(dirname(dir))) {
+    if (name.startsWith(stagingPrefix)) await rm(join(dirname(dir), name), { recursive: true, force: true });
+  }
+  const staging = join(
+    dirname(dir),
+    `${stagingPrefix}${String(process.pid)}-${randomBytes(4).toString('hex')}`,
+  );
+  try {
+    await runInitProcess(staging);
+    try {
+      await rmdir(dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+        throw new Error(
+          `${dir} exists and holds no database (no PG_VERSION): move it away to start a new one`,
+          {
+            cause: err,
+          },
+        );
+    }
+    await rename(staging, dir);
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+}
+
+/** Runs src/storage/pglite-init.process on `dir`; rejects with its exit and stderr when it fails. */
+async function runInitProcess(dir: string): Promise<void> {
   const child = forkModule(
     siblingModuleUrl(import.meta.url, 'pglite-init.process'),
     [dir],
@@ -241,7 +273,7 @@ async function initializeInChildProcess(dir: string): Promise<void> {
   });
   if (code !== 0) {
     const how = signal === null ? `exit code ${String(code)}` : `signal ${signal}`;
-    throw new Error(`creating the embedded database in ${dir} failed (${how}): ${stderr.trim()}`);
+    throw new Error(`creating the embedded database failed (${how}): ${stderr.trim()}`);
   }
 }
 
@@ -255,7 +287,7 @@ export async function openPgliteDatabase(options: PgliteDatabaseOptions): Promis
     await mkdir(dir, { recursive: true });
     // A template only seeds a new database; an existing one is opened as it is.
     const isNew = !existsSync(join(dir, 'PG_VERSION'));
-    if (isNew && options.template === undefined) await initializeInChildProcess(dir);
+    if (isNew && options.template === undefined) await createInChildProcess(dir);
     const template = isNew && options.template ? await options.template.arrayBuffer() : undefined;
     client = await PgliteWorkerClient.start({ dir, template, cacheMb: options.cacheMb ?? DEFAULT_CACHE_MB });
     db = new Kysely<Database>({ dialect: new PgliteDialect(client) });

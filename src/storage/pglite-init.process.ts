@@ -23,6 +23,9 @@ async function initialize(dir: string): Promise<void> {
   }
 }
 
+// The service that started this process is gone (its IPC channel closed): stop, it will not use it.
+process.on('disconnect', () => process.exit(1));
+
 const dir = process.argv[2];
 if (dir === undefined) {
   console.error('usage: pglite-init.process <database folder>');
