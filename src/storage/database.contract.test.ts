@@ -886,6 +886,19 @@ describe('embedded database: the DATA_DIR lock', () => {
 });
 
 describe('embedded database: a new one, its page cache', () => {
+  /** Opens DATA_DIR's database with no template, checks it is migrated and empty, closes it; its shared_buffers. */
+  const openNewDatabase = async (dataDir: string): Promise<string | undefined> => {
+    const handle = await openDatabase({ dataDir });
+    try {
+      const { rows } = await sql<{ n: string }>`select count(*) as n from accounts`.execute(handle.db);
+      assert.equal(rows[0]?.n, '0');
+      const { rows: cache } = await sql<{ shared_buffers: string }>`show shared_buffers`.execute(handle.db);
+      return cache[0]?.shared_buffers;
+    } finally {
+      await handle.close();
+    }
+  };
+
   test(
     'a process killed while creating a new database leaves none half-made: the next start creates it',
     TEST_DEADLINE,
@@ -901,13 +914,7 @@ describe('embedded database: a new one, its page cache', () => {
         }
         await child.stop('SIGKILL');
         assert.ok(!(await readdir(join(dataDir, 'db'))).includes('PG_VERSION'));
-        const handle = await openDatabase({ dataDir });
-        try {
-          const { rows } = await sql<{ n: string }>`select count(*) as n from accounts`.execute(handle.db);
-          assert.equal(rows[0]?.n, '0');
-        } finally {
-          await handle.close();
-        }
+        assert.equal(await openNewDatabase(dataDir), '16MB');
         assert.deepEqual((await readdir(dataDir)).sort(), ['db']);
       } finally {
         await child.stop('SIGKILL').catch(() => undefined);
@@ -922,17 +929,7 @@ describe('embedded database: a new one, its page cache', () => {
     async () => {
       const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-db-new-'));
       try {
-        const handle = await openDatabase({ dataDir });
-        try {
-          const { rows } = await sql<{ n: string }>`select count(*) as n from accounts`.execute(handle.db);
-          assert.equal(rows[0]?.n, '0');
-          const { rows: cache } = await sql<{ shared_buffers: string }>`show shared_buffers`.execute(
-            handle.db,
-          );
-          assert.equal(cache[0]?.shared_buffers, '16MB');
-        } finally {
-          await handle.close();
-        }
+        assert.equal(await openNewDatabase(dataDir), '16MB');
         assert.ok((await readdir(join(dataDir, 'db'))).includes('PG_VERSION'));
       } finally {
         await rm(dataDir, { recursive: true, force: true });
