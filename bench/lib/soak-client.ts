@@ -25,6 +25,8 @@ export interface Answer {
   body: Buffer;
   firstByteMs: number;
   totalMs: number;
+  /** Whether the request went out on a kept-alive connection (false: a new one was opened for it). */
+  reusedSocket: boolean;
 }
 
 /** One request: `key` becomes a bearer token, `body` JSON. */
@@ -78,6 +80,7 @@ export function call(options: CallOptions): Promise<Answer> {
             body: Buffer.concat(chunks),
             firstByteMs: firstByteMs < 0 ? performance.now() - started : firstByteMs,
             totalMs: performance.now() - started,
+            reusedSocket: req.reusedSocket,
           }),
         );
         res.once('error', reject);

@@ -164,6 +164,8 @@ async function politeOne(account: PoliteAccount): Promise<void> {
     if (answer.status >= 200 && answer.status <= 299) {
       record('api', answer.totalMs, sentIn, at);
       record(`api ${label}`, answer.totalMs, sentIn, at);
+      // Requests that had to open a connection (more in flight than kept-alive connections).
+      if (!answer.reusedSocket) record('api on a new connection', answer.totalMs, sentIn, at);
       if (label === 'create task') {
         account.taskIds.push(json<{ id: string }>(answer).id);
         if (account.taskIds.length > 50) account.taskIds.shift();
