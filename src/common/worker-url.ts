@@ -21,12 +21,28 @@ function isTypeScript(url: URL): boolean {
   return url.pathname.endsWith('.ts');
 }
 
+/** Node options of this process that a worker or child process must not repeat: its script, an inspector port, test runner and watch modes. */
+const NOT_FOR_A_CHILD = /^(-e|--eval|-p|--print|--input-type|--inspect|--debug|--test|--watch)/;
+/** Those of them that take the next argument as their value. */
+const WITH_A_VALUE = new Set(['-e', '--eval', '-p', '--print', '--input-type']);
+
+/** This process's node options a worker or child running a module file repeats (tsx's loader flags under tsx). */
+function inheritedExecArgv(): string[] {
+  const kept: string[] = [];
+  const args = process.execArgv;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] ?? '';
+    if (!NOT_FOR_A_CHILD.test(arg)) kept.push(arg);
+    else if (WITH_A_VALUE.has(arg)) i++;
+  }
+  return kept;
+}
+
 /** execArgv a worker needs to load `url`: undefined (inherit) for `.js`; plus tsx's require hook for `.ts`. */
 export function workerExecArgv(url: URL): string[] | undefined {
   if (!isTypeScript(url)) return undefined;
-  // `--input-type=module` (a parent run with `-e`) would make the worker's CommonJS loader line a module.
-  const inherited = process.execArgv.filter((arg) => !arg.startsWith('--input-type'));
-  return [...inherited, '--require', createRequire(import.meta.url).resolve('tsx/cjs')];
+  // Without `--input-type=module` (a parent run with `-e`), which would make the worker's CommonJS loader line a module.
+  return [...inheritedExecArgv(), '--require', createRequire(import.meta.url).resolve('tsx/cjs')];
 }
 
 /** Starts a plain worker thread running the module at `url` (`transferList`: ports moved into workerData). */
@@ -45,23 +61,6 @@ export function startModuleWorker(
   });
 }
 
-/** Node options of this process that a child process must not repeat: its script, an inspector port, test runner and watch modes. */
-const NOT_FOR_A_CHILD = /^(-e|--eval|-p|--print|--input-type|--inspect|--debug|--test|--watch)/;
-/** Those of them that take the next argument as their value. */
-const WITH_A_VALUE = new Set(['-e', '--eval', '-p', '--print', '--input-type']);
-
-/** This process's node options a child running a module file needs (tsx's loader flags under tsx). */
-function childExecArgv(): string[] {
-  const kept: string[] = [];
-  const args = process.execArgv;
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i] ?? '';
-    if (!NOT_FOR_A_CHILD.test(arg)) kept.push(arg);
-    else if (WITH_A_VALUE.has(arg)) i++;
-  }
-  return kept;
-}
-
 /**
  * Starts the module at `url` in a child process of its own with `args` (under tsx, with this
  * process's loader flags): for work whose memory should leave with it. stderr is piped; the
@@ -69,7 +68,7 @@ function childExecArgv(): string[] {
  */
 export function forkModule(url: URL, args: readonly string[], timeoutMs: number): ChildProcess {
   return fork(fileURLToPath(url), [...args], {
-    execArgv: childExecArgv(),
+    execArgv: inheritedExecArgv(),
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     timeout: timeoutMs,
     killSignal: 'SIGKILL',
