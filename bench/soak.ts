@@ -3,8 +3,9 @@
  * Environment: DURATION (loaded seconds, 600), UNLOADED (seconds, 45), WARMUP (seconds, 15), READERS (500), SESSIONS (20),
  * API_RPS (50), HOSTILE_HEAD_RPS (200), HOSTILE_PREVIEW_RPS (5), HOSTILE_GENERATE_RPS (10),
  * HOSTILE_TASK_CHARS (100000), SERVER_ENV ("K=V,K=V" extra server variables), SERVER_NODE_ARGS
- * (extra node flags of the server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), KEEP_DATA (1 keeps
- * the temporary DATA_DIR and the server log).
+ * (extra node flags of the server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), SERVER_BUILD (`dist`:
+ * the compiled service, as `npm start` runs it; build it first), KEEP_DATA (1 keeps the temporary
+ * DATA_DIR and the server log).
  *
  * Starts the real server (`node --import tsx src/main.ts`, embedded defaults, a temporary DATA_DIR)
  * with an event-loop-delay probe preloaded, creates five accounts through the admin API (four
@@ -179,7 +180,9 @@ async function startServer(): Promise<ServerInfo> {
   const logFile = openSync(log, 'w');
   // SERVER_NODE_ARGS: extra node flags for the server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
   const nodeArgs = (process.env.SERVER_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '');
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', '--import', probe, 'src/main.ts'], {
+  // SERVER_BUILD=dist: the compiled service `npm start` runs (build it first); otherwise the source under tsx.
+  const entry = process.env.SERVER_BUILD === 'dist' ? ['dist/main.js'] : ['--import', 'tsx', 'src/main.ts'];
+  const child = spawn(process.execPath, [...nodeArgs, '--import', probe, ...entry], {
     env: {
       ...process.env,
       HOST: '127.0.0.1',
