@@ -35,7 +35,7 @@ import { SplitterService } from './splitter/splitter-service.js';
 import { SplitterStore } from './splitter/splitter-store.js';
 import { createStreamService, type StreamService } from './stream/stream-service.js';
 import { OneShotService } from './tasks/one-shot.js';
-import { PieceAudioStore } from './tasks/piece-audio.js';
+import { batchedPieceStates, PieceAudioStore, type PieceStatus } from './tasks/piece-audio.js';
 import { TaskRunner } from './tasks/task-runner.js';
 import { TaskService } from './tasks/task-service.js';
 import { TaskStore } from './tasks/task-store.js';
@@ -181,16 +181,24 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     const pieceAudio = new PieceAudioStore(
       join(config.dataDir, 'work', 'tasks'),
       events,
-      async (taskId, idx) => {
-        const state = await taskStore.pieceStatus(taskId, idx);
-        if (state === undefined || state.piece === 'failed' || state.task === 'failed') {
-          return { piece: 'failed', taskUnfinished: false };
-        }
-        return {
-          piece: state.piece === 'generated' ? 'generated' : 'waiting',
-          taskUnfinished: state.task === 'pending' || state.task === 'processing',
-        };
-      },
+      batchedPieceStates(async (taskId, idxs) => {
+        const rows = new Map((await taskStore.pieceStatuses(taskId, idxs)).map((row) => [row.idx, row]));
+        return new Map(
+          idxs.map((idx): [number, PieceStatus] => {
+            const state = rows.get(idx);
+            if (state === undefined || state.piece === 'failed' || state.task === 'failed') {
+              return [idx, { piece: 'failed', taskUnfinished: false }];
+            }
+            return [
+              idx,
+              {
+                piece: state.piece === 'generated' ? 'generated' : 'waiting',
+                taskUnfinished: state.task === 'pending' || state.task === 'processing',
+              },
+            ];
+          }),
+        );
+      }),
     );
     const taskRunner = new TaskRunner({
       store: taskStore,

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { encodePiece } from '../audio/continuous-encoder.js';
 import { createEncoderPool } from '../audio/encoder-pool.js';
 import { isAppError } from '../errors/app-error.js';
-import { PieceAudioStore, type PieceStatus } from './piece-audio.js';
+import { batchedPieceStates, PieceAudioStore, type PieceStatus } from './piece-audio.js';
 import { MemoryTaskEvents } from './task-events.memory.js';
 
 let dir: string;
@@ -123,6 +123,86 @@ describe('piece audio work files', () => {
     await assert.rejects(store.openPiece('t', 0, new AbortController().signal), (err: unknown) => {
       return isAppError(err) && err.code === 'TTS_GENERATE_FAILED';
     });
+  });
+});
+
+describe('readers waiting for pieces (batched state lookups)', () => {
+  it('answers the lookups of one task made in the same turn with one call, each with its own piece', async () => {
+    const calls: [string, number[]][] = [];
+    const lookup = batchedPieceStates(async (taskId, idxs) => {
+      calls.push([taskId, [...idxs].sort((a, b) => a - b)]);
+      return new Map(
+        idxs.map((idx): [number, PieceStatus] => [
+          idx,
+          { piece: idx === 2 ? 'generated' : 'waiting', taskUnfinished: true },
+        ]),
+      );
+    });
+    const answers = await Promise.all([
+      ...Array.from({ length: 300 }, (_, n) => lookup('a', n % 3)),
+      lookup('b', 7),
+    ]);
+    assert.deepEqual(calls.sort(), [
+      ['a', [0, 1, 2]],
+      ['b', [7]],
+    ]);
+    assert.deepEqual(answers[2], { piece: 'generated', taskUnfinished: true });
+    assert.deepEqual(answers[4], { piece: 'waiting', taskUnfinished: true });
+    // A later turn is a new call.
+    await lookup('a', 0);
+    assert.equal(calls.length, 3);
+  });
+
+  it('rejects every lookup of a failed call, and a piece the call did not answer', async () => {
+    const failing = batchedPieceStates(async () => {
+      throw new Error('database gone');
+    });
+    const results = await Promise.allSettled([failing('t', 0), failing('t', 1)]);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['rejected', 'rejected'],
+    );
+    const partial = batchedPieceStates(
+      async () => new Map([[0, { piece: 'waiting', taskUnfinished: true }]]),
+    );
+    const [known, unknown] = await Promise.allSettled([partial('t', 0), partial('t', 1)]);
+    assert.equal(known?.status, 'fulfilled');
+    assert.equal(unknown?.status, 'rejected');
+  });
+
+  it('200 readers waiting on later pieces cost one lookup per change of the task, not one each', async () => {
+    const events = new MemoryTaskEvents();
+    let lookups = 0;
+    const store = new PieceAudioStore(
+      join(dir, 'herd'),
+      events,
+      batchedPieceStates(async (_taskId, idxs) => {
+        lookups++;
+        return new Map(
+          idxs.map((idx): [number, PieceStatus] => [idx, { piece: 'waiting', taskUnfinished: true }]),
+        );
+      }),
+    );
+    const controller = new AbortController();
+    const readers = Array.from({ length: 200 }, (_, n) =>
+      store.openPieceMp3('t', 1 + (n % 4), controller.signal),
+    );
+    for (const reader of readers) reader.catch(() => undefined);
+    const settle = () => new Promise((r) => setTimeout(r, 20));
+    await settle();
+    assert.equal(lookups, 1, 'the first look of all 200 readers is one lookup');
+    for (let change = 1; change <= 5; change++) {
+      events.changed('t');
+      await settle();
+      assert.equal(lookups, 1 + change, `change ${change}: one lookup for every waiting reader`);
+    }
+    // The pieces start: every reader gets its piece's MP3 as it grows.
+    const writers = [];
+    for (let idx = 1; idx <= 4; idx++) writers.push(await store.startPiece('t', idx, { kind: 'engine' }));
+    const opened = await Promise.all(readers);
+    assert.equal(opened.filter((reader) => reader !== null).length, 200);
+    for (const writer of writers) writer.fail(new Error('test over'));
+    controller.abort();
   });
 });
 

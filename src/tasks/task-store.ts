@@ -440,17 +440,19 @@ export class TaskStore {
     if (result.numUpdatedRows === 0n) throw new LeaseLostError(taskId, 'it was claimed by another delivery');
   }
 
-  async pieceStatus(
+  /** The status of each of pieces `idxs` of a task and the task's own, one row per piece that exists. */
+  async pieceStatuses(
     taskId: string,
-    idx: number,
-  ): Promise<{ piece: PieceStatus; task: TaskStatus } | undefined> {
+    idxs: readonly number[],
+  ): Promise<{ idx: number; piece: PieceStatus; task: TaskStatus }[]> {
+    if (idxs.length === 0) return [];
     return this.db
       .selectFrom('task_contents')
       .innerJoin('tasks', 'tasks.id', 'task_contents.task_id')
-      .select(['task_contents.status as piece', 'tasks.status as task'])
+      .select(['task_contents.idx as idx', 'task_contents.status as piece', 'tasks.status as task'])
       .where('task_contents.task_id', '=', taskId)
-      .where('task_contents.idx', '=', idx)
-      .executeTakeFirst();
+      .where('task_contents.idx', 'in', [...idxs])
+      .execute();
   }
 
   /** Fenced: the task is complete, while `token` still holds it. */
