@@ -284,8 +284,13 @@ export class TaskRunner {
     const aborted = this.running.get(task.id)?.signal;
     events.changed(task.id);
     let current: number | undefined;
+    // Stops the merged audio's encoding when the pieces' generation fails.
+    const merging = new AbortController();
+    let merged: Promise<string | undefined> | undefined;
     try {
       const pieces = await store.pieces(task.id);
+      merged = this.encodeMergedAudio(task, pieces, AbortSignal.any([signal, merging.signal]));
+      merged.catch(() => undefined); // awaited below, or moot once generation failed
       /** Samples of the task's audio before the next piece (pieces and silences): its place in the queue. */
       let before = 0;
       for (const piece of pieces) {
@@ -307,11 +312,16 @@ export class TaskRunner {
       // Merged audio first, then `generated`: a generated task is complete, so a delete cannot race
       // the merged write (orphan blob), and a stop in between resumes the task instead of leaving
       // it generated without metadata.audio for good.
-      await this.storeMergedAudio(task, generated, lease);
+      const [only, ...others] = generated;
+      const mergedKey = (await merged) ?? (others.length === 0 ? only?.audio_key : null);
+      if (mergedKey === null || mergedKey === undefined) throw new Error('the task has no merged audio');
+      await store.setAudio(task.id, mergedKey, token);
       await store.markGenerated(task.id, totalSamples / CANONICAL_RATE, token);
       events.changed(task.id);
       log.info({ taskId: task.id, pieces: pieces.length }, 'task generated');
     } catch (err) {
+      merging.abort(err);
+      await merged?.catch(() => undefined);
       if (aborted?.aborted === true && !(err instanceof LeaseLostError)) {
         return this.recordAborted(task, current, token, aborted.reason);
       }
@@ -470,39 +480,38 @@ export class TaskRunner {
   }
 
   /**
-   * The merged finished audio: every piece and silence through one encoder, stored atomically.
-   * A task of one piece stored in the canonical encoding (not an engine's own MP3) has its piece's
-   * audio as its merged audio: the same bytes the encoder would make again (no silence follows
-   * the last piece), so its key is reused instead of encoding the piece a second time.
+   * The merged finished audio: every piece and silence through one encoder, stored atomically,
+   * encoded while the pieces are generated (it follows each piece as it is written, in order), so
+   * a task of many contents is complete when its last piece is, not one whole encode later.
+   * Resolves with its key; undefined for a task of one piece stored in the canonical encoding (not
+   * an engine's own MP3): its piece's audio is its merged audio, the same bytes the encoder would
+   * make again (no silence follows the last piece), so that key is used instead.
    */
-  private async storeMergedAudio(
+  private async encodeMergedAudio(
     task: TaskRow,
     pieces: TaskContentRow[],
-    { signal, token }: TaskLease,
-  ): Promise<void> {
-    const { pieceAudio, blobs, encoders, store } = this.deps;
+    signal: AbortSignal,
+  ): Promise<string | undefined> {
+    const { pieceAudio, blobs, encoders } = this.deps;
     const [only, ...others] = pieces;
     if (
       only !== undefined &&
       others.length === 0 &&
-      only.audio_key !== null &&
       (JSON.parse(only.params) as PieceParams).instruct_mode !== true
-    ) {
-      await store.setAudio(task.id, only.audio_key, token);
-      return;
-    }
-    // Lazily: one piece file open at a time.
-    const sources = function* (): Iterable<ContinuousPiece> {
+    )
+      return undefined;
+    // Lazily: each piece is opened once the encoder reaches it (waiting for it to start).
+    const sources = async function* (): AsyncIterable<ContinuousPiece> {
       for (const p of pieces) {
         yield {
-          pcm: pcmChunks(pieceAudio.readComplete(task.id, p.idx)),
+          pcm: pcmChunks(await pieceAudio.openPiece(task.id, p.idx, signal)),
           silenceAfterSeconds: (JSON.parse(p.params) as PieceParams).interval,
         };
       }
     };
     const key = `tasks/${task.id}/audio.mp3`;
     await blobs.put(key, Readable.from(encodeContinuous(sources(), encoders.open(), signal)), 'audio/mpeg');
-    await store.setAudio(task.id, key, token);
+    return key;
   }
 }
 
