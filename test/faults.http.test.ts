@@ -741,13 +741,16 @@ describe('fault: kill -9 at each stage of storing finished audio, restart on the
     await recovered(id, 'pieces stored, merged not yet', atKill);
   });
 
-  it('during the merged blob write (its temporary file growing)', async () => {
+  it('while the merged audio is encoded (its file growing beside the pieces, before its blob write)', async () => {
     const { id } = await http<{ id: string }>('POST', '/api/tts/generate', {
       contents: twoPieces('merging'),
     });
-    await killWhen(async () => (await mergedTmp(id)).some((size) => size > 64 * 1024));
-    const atKill = `merged temp files ${JSON.stringify(await mergedTmp(id))}, audio.mp3 ${(await exists(join(taskDir(id), 'audio.mp3'))) ? 'present' : 'absent'}`;
-    await recovered(id, 'during the merged write', atKill);
+    // The merged MP3 grows in the work folder while the pieces are generated; its blob is written
+    // (a temporary file renamed into place) once it is complete.
+    const merged = join(dataDir, 'work', 'tasks', id, 'task.mp3');
+    await killWhen(async () => ((await stat(merged).catch(() => undefined))?.size ?? 0) > 64 * 1024);
+    const atKill = `merged work file ${(await stat(merged)).size} bytes, merged temp files ${JSON.stringify(await mergedTmp(id))}, audio.mp3 ${(await exists(join(taskDir(id), 'audio.mp3'))) ? 'present' : 'absent'}`;
+    await recovered(id, 'during the merged encode', atKill);
   });
 
   it('right after the merged blob is in place (before the task is marked generated)', async () => {

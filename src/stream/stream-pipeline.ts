@@ -38,14 +38,30 @@ async function* orderedPieces(
   }
 }
 
-/** MP3 bytes of the whole task: every piece and the silences between them, one encoder. */
-export function fullTaskAudio(
+/**
+ * MP3 bytes of the whole task: every piece and the silences between them, one encoder. While the
+ * task is generated on this node, the encoding its generation makes anyway is forwarded instead:
+ * the task's merged MP3, or for a task of one piece that piece's canonical MP3 — the same bytes
+ * (one encoder over the same PCM and silences, none after the last piece), encoded once per
+ * second of audio instead of twice (issue 14: many live tasks).
+ */
+export async function* fullTaskAudio(
   deps: PipelineDeps,
   taskId: string,
   pieces: readonly PipelinePiece[],
   signal: AbortSignal,
 ): AsyncIterable<Uint8Array> {
-  return encodeContinuous(orderedPieces(deps, taskId, pieces, signal), deps.encoders.open(), signal);
+  const [first, ...others] = [...pieces].sort((a, b) => a.idx - b.idx);
+  if (first !== undefined) {
+    const mp3 =
+      (others.length === 0 ? await deps.pieces.openCanonicalMp3(taskId, first.idx, signal) : null) ??
+      (await deps.pieces.openMergedMp3(taskId, first.idx, signal));
+    if (mp3 !== null) {
+      yield* mp3 as AsyncIterable<Uint8Array>;
+      return;
+    }
+  }
+  yield* encodeContinuous(orderedPieces(deps, taskId, pieces, signal), deps.encoders.open(), signal);
 }
 
 /**

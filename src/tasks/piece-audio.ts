@@ -104,6 +104,8 @@ export interface PieceWriter {
 interface LivePiece {
   pcm: FsSessionCache;
   mp3: FsSessionCache | null;
+  /** Its MP3 is the canonical encoding of its PCM, made here (not an engine's own MP3). */
+  encodedHere: boolean;
 }
 
 /** What stream sessions read: the PCM of a piece, following it while it is generated. */
@@ -120,10 +122,34 @@ export interface PieceAudioSource {
    * with `none`, or written before MP3s were kept beside the PCM). Rejects like openPiece.
    */
   openPieceMp3(taskId: string, idx: number, signal: AbortSignal): Promise<Readable | null>;
+  /**
+   * The canonical MP3 of a piece being generated on this node (the encoding of its PCM made
+   * while it is written), following it from its first byte: waits like openPiece until the piece
+   * has started; null when this node is not writing one for it (complete already, an engine's
+   * own MP3, or none kept), and the reader then encodes the PCM itself.
+   */
+  openCanonicalMp3(taskId: string, idx: number, signal: AbortSignal): Promise<Readable | null>;
+  /**
+   * The merged MP3 of a task of several pieces being generated on this node (every piece and
+   * silence through one encoder, made while the pieces are written), following it from its first
+   * byte: waits like openPiece until piece `firstIdx` has started (generation starts the merged
+   * MP3 before its first piece); null when this node is not writing it, and the reader then
+   * encodes the pieces itself.
+   */
+  openMergedMp3(taskId: string, firstIdx: number, signal: AbortSignal): Promise<Readable | null>;
+}
+
+/** Write side of a task's merged MP3 (see PieceAudioSource.openMergedMp3). */
+export interface MergedMp3Writer {
+  append(mp3: Uint8Array): Promise<void>;
+  finish(): Promise<void>;
+  fail(err: Error): void;
 }
 
 export class PieceAudioStore implements PieceAudioSource {
   private readonly live = new Map<string, LivePiece>();
+  /** The growing merged MP3 of each task being generated in this process. */
+  private readonly liveMerged = new Map<string, FsSessionCache>();
 
   constructor(
     private readonly root: string,
@@ -148,6 +174,39 @@ export class PieceAudioStore implements PieceAudioSource {
     return readUntilAborted(this.path(taskId, idx), signal);
   }
 
+  private mergedPath(taskId: string): string {
+    return join(this.dir(taskId), 'task.mp3');
+  }
+
+  /** Starts (or restarts) writing a task's merged MP3; any earlier file of it is discarded. */
+  async startMergedMp3(taskId: string): Promise<MergedMp3Writer> {
+    await mkdir(this.dir(taskId), { recursive: true });
+    await rm(this.mergedPath(taskId), { force: true });
+    const cache = new FsSessionCache({ dir: this.dir(taskId), name: 'task.mp3' });
+    this.liveMerged.set(taskId, cache);
+    const forget = () => {
+      if (this.liveMerged.get(taskId) === cache) this.liveMerged.delete(taskId);
+    };
+    return {
+      append: (mp3) => cache.append(mp3),
+      finish: () => cache.finish(),
+      fail: (err) => {
+        forget();
+        cache.fail(err);
+      },
+    };
+  }
+
+  /** The complete merged MP3 of a task generated on this node (generation stores it as the task's audio). */
+  readCompleteMergedMp3(taskId: string, signal?: AbortSignal): Readable {
+    return readUntilAborted(this.mergedPath(taskId), signal);
+  }
+
+  /** Called once the task's merged MP3 is stored: new full-task streams then use the stored audio's path. */
+  mergedRecorded(taskId: string): void {
+    this.liveMerged.delete(taskId);
+  }
+
   /** The complete MP3 of a piece generated on this node (generation stores it as the piece's audio). */
   readCompleteMp3(taskId: string, idx: number, signal?: AbortSignal): Readable {
     return readUntilAborted(this.mp3Path(taskId, idx), signal);
@@ -163,6 +222,7 @@ export class PieceAudioStore implements PieceAudioSource {
       pcm: new FsSessionCache({ dir: this.dir(taskId), name: `${idx}.pcm` }),
       mp3:
         mp3Source.kind === 'none' ? null : new FsSessionCache({ dir: this.dir(taskId), name: `${idx}.mp3` }),
+      encodedHere: mp3Source.kind === 'encode',
     };
     this.live.set(key, piece);
     this.events.changed(taskId);
@@ -241,6 +301,24 @@ export class PieceAudioStore implements PieceAudioSource {
         () => false,
       );
       return { reader: kept ? this.readCompleteMp3(taskId, idx, signal) : null };
+    });
+    return opened.reader;
+  }
+
+  async openCanonicalMp3(taskId: string, idx: number, signal: AbortSignal): Promise<Readable | null> {
+    const opened = await this.whenStarted(taskId, signal, async () => {
+      const found = await this.locate(taskId, idx);
+      if (found === undefined) return undefined;
+      if (found === 'complete' || !found.encodedHere || found.mp3 === null) return { reader: null };
+      return { reader: found.mp3.createReadStream(0, null, signal) };
+    });
+    return opened.reader;
+  }
+
+  async openMergedMp3(taskId: string, firstIdx: number, signal: AbortSignal): Promise<Readable | null> {
+    const opened = await this.whenStarted(taskId, signal, async () => {
+      if ((await this.locate(taskId, firstIdx)) === undefined) return undefined;
+      return { reader: this.liveMerged.get(taskId)?.createReadStream(0, null, signal) ?? null };
     });
     return opened.reader;
   }
@@ -327,7 +405,8 @@ export class PieceAudioStore implements PieceAudioSource {
     const idle: string[] = [];
     const cutoff = Date.now() - idleMs;
     for (const taskId of names) {
-      if ([...this.live.keys()].some((key) => key.startsWith(`${taskId}/`))) continue;
+      if (this.liveMerged.has(taskId) || [...this.live.keys()].some((key) => key.startsWith(`${taskId}/`)))
+        continue;
       if ((await lastWrite(this.dir(taskId))) < cutoff) idle.push(taskId);
     }
     if (idle.length === 0) return [];

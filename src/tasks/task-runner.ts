@@ -22,7 +22,6 @@
  * task events and re-reads the task's cancel reason at each; when one is set (by any node's
  * `POST …/cancel`), the task is aborted as by abort() and failed with that reason.
  */
-import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { encodeContinuous, type ContinuousPiece } from '../audio/continuous-encoder.js';
 import type { EncoderPool } from '../audio/encoder-pool.js';
@@ -289,7 +288,7 @@ export class TaskRunner {
     let merged: Promise<string | undefined> | undefined;
     try {
       const pieces = await store.pieces(task.id);
-      merged = this.encodeMergedAudio(task, pieces, AbortSignal.any([signal, merging.signal]));
+      merged = (await this.startMergedAudio(task, pieces, AbortSignal.any([signal, merging.signal]))).stored;
       merged.catch(() => undefined); // awaited below, or moot once generation failed
       /** Samples of the task's audio before the next piece (pieces and silences): its place in the queue. */
       let before = 0;
@@ -480,18 +479,20 @@ export class TaskRunner {
   }
 
   /**
-   * The merged finished audio: every piece and silence through one encoder, stored atomically,
-   * encoded while the pieces are generated (it follows each piece as it is written, in order), so
-   * a task of many contents is complete when its last piece is, not one whole encode later.
-   * Resolves with its key; undefined for a task of one piece stored in the canonical encoding (not
-   * an engine's own MP3): its piece's audio is its merged audio, the same bytes the encoder would
-   * make again (no silence follows the last piece), so that key is used instead.
+   * Starts the merged finished audio: every piece and silence through one encoder, encoded while
+   * the pieces are generated (it follows each piece as it is written, in order), so a task of many
+   * contents is complete when its last piece is, not one whole encode later. Its bytes grow in the
+   * task's merged MP3 file, which full-task streams on this node forward instead of encoding the
+   * same audio again, and are stored atomically once complete. Resolves once that file is started
+   * (before the first piece); `stored` resolves with the key, or undefined for a task of one piece
+   * stored in the canonical encoding (not an engine's own MP3): its piece's audio is its merged
+   * audio, the same bytes the encoder would make again (no silence follows the last piece).
    */
-  private async encodeMergedAudio(
+  private async startMergedAudio(
     task: TaskRow,
     pieces: TaskContentRow[],
     signal: AbortSignal,
-  ): Promise<string | undefined> {
+  ): Promise<{ stored: Promise<string | undefined> }> {
     const { pieceAudio, blobs, encoders } = this.deps;
     const [only, ...others] = pieces;
     if (
@@ -499,7 +500,8 @@ export class TaskRunner {
       others.length === 0 &&
       (JSON.parse(only.params) as PieceParams).instruct_mode !== true
     )
-      return undefined;
+      return { stored: Promise.resolve(undefined) };
+    const writer = await pieceAudio.startMergedMp3(task.id);
     // Lazily: each piece is opened once the encoder reaches it (waiting for it to start).
     const sources = async function* (): AsyncIterable<ContinuousPiece> {
       for (const p of pieces) {
@@ -509,9 +511,21 @@ export class TaskRunner {
         };
       }
     };
-    const key = `tasks/${task.id}/audio.mp3`;
-    await blobs.put(key, Readable.from(encodeContinuous(sources(), encoders.open(), signal)), 'audio/mpeg');
-    return key;
+    const stored = (async () => {
+      try {
+        for await (const mp3 of encodeContinuous(sources(), encoders.open(), signal))
+          await writer.append(mp3);
+        await writer.finish();
+      } catch (err) {
+        writer.fail(err instanceof Error ? err : new Error(String(err)));
+        throw err;
+      }
+      const key = `tasks/${task.id}/audio.mp3`;
+      await blobs.put(key, pieceAudio.readCompleteMergedMp3(task.id, signal), 'audio/mpeg');
+      pieceAudio.mergedRecorded(task.id);
+      return key;
+    })();
+    return { stored };
   }
 }
 
