@@ -202,8 +202,11 @@ export class PieceAudioStore implements PieceAudioSource {
     return readUntilAborted(this.mergedPath(taskId), signal);
   }
 
-  /** Called once the task's merged MP3 is stored: new full-task streams then use the stored audio's path. */
-  mergedRecorded(taskId: string): void {
+  /**
+   * Called once the task's merged MP3 is stored, or its writing or storing failed: new full-task
+   * streams no longer follow it (they read the stored audio, or encode the pieces themselves).
+   */
+  mergedDone(taskId: string): void {
     this.liveMerged.delete(taskId);
   }
 

@@ -520,10 +520,13 @@ export class TaskRunner {
         writer.fail(err instanceof Error ? err : new Error(String(err)));
         throw err;
       }
-      const key = `tasks/${task.id}/audio.mp3`;
-      await blobs.put(key, pieceAudio.readCompleteMergedMp3(task.id, signal), 'audio/mpeg');
-      pieceAudio.mergedRecorded(task.id);
-      return key;
+      try {
+        const key = `tasks/${task.id}/audio.mp3`;
+        await blobs.put(key, pieceAudio.readCompleteMergedMp3(task.id, signal), 'audio/mpeg');
+        return key;
+      } finally {
+        pieceAudio.mergedDone(task.id);
+      }
     })();
     return { stored };
   }
