@@ -548,10 +548,13 @@ describe('a 5-piece task read by 50 concurrent clients while it generates', () =
 });
 
 describe('the full-task stream forwards the encoding generation makes', () => {
-  it("a task of one piece: its piece's MP3, encoded once, the same bytes as its stored audio", async () => {
-    await toneMp3(330, 8); // the upstream's answer, encoded before counting
+  /**
+   * Creates a task of `contents`, reads its full-task stream live while it is generated, checks
+   * those bytes are its stored audio, and answers the seconds of audio the encoder pool encoded.
+   */
+  async function streamedLive(contents: object[]): Promise<number> {
     const encodedBefore = app.services.encoders.encoded.audioSeconds;
-    const id = await createTask([{ type: 'text', text: 'tone 330 8 paced', voiceId: remoteVoice }]);
+    const id = await createTask(contents);
     await waitTask(id, (x) => x.status !== 'pending');
     const { reply, redirected } = await sendFollowing(String((await detail(id)).streamUrl));
     assert.equal(redirected, false, 'read live, while the task was generated');
@@ -561,7 +564,12 @@ describe('the full-task stream forwards the encoding generation makes', () => {
     const stored = await send(String(task.metadata.audio));
     assert.equal(stored.status, 200);
     assert.ok(reply.body.equals(stored.body), 'the live stream is the stored audio');
-    const encoded = app.services.encoders.encoded.audioSeconds - encodedBefore;
+    return app.services.encoders.encoded.audioSeconds - encodedBefore;
+  }
+
+  it("a task of one piece: its piece's MP3, encoded once, the same bytes as its stored audio", async () => {
+    await toneMp3(330, 8); // the upstream's answer, encoded before counting
+    const encoded = await streamedLive([{ type: 'text', text: 'tone 330 8 paced', voiceId: remoteVoice }]);
     assert.ok(
       encoded > 7.5 && encoded < 8.5,
       `${String(encoded)} s encoded for 8 s of audio: once, not twice`,
@@ -570,21 +578,11 @@ describe('the full-task stream forwards the encoding generation makes', () => {
 
   it('a task of two pieces: its merged MP3, encoded while generated, the same bytes as its stored audio', async () => {
     await Promise.all([toneMp3(340, 4), toneMp3(350, 4)]);
-    const encodedBefore = app.services.encoders.encoded.audioSeconds;
-    const id = await createTask([
+    const encoded = await streamedLive([
       { type: 'text', text: 'tone 340 4 paced', voiceId: remoteVoice, interval: 0.5 },
       { type: 'text', text: 'tone 350 4 paced', voiceId: remoteVoice },
     ]);
-    await waitTask(id, (x) => x.status !== 'pending');
-    const { reply, redirected } = await sendFollowing(String((await detail(id)).streamUrl));
-    assert.equal(redirected, false, 'read live, while the task was generated');
-    assert.equal(reply.status, 200);
-    const task = await waitTask(id, finished);
-    assert.equal(task.status, 'generated', task.error);
-    const stored = await send(String(task.metadata.audio));
-    assert.ok(reply.body.equals(stored.body), 'the live stream is the stored audio');
     // Each piece's own MP3 (8 s) and the merged audio (8.5 s with the silence): not a third encode.
-    const encoded = app.services.encoders.encoded.audioSeconds - encodedBefore;
     assert.ok(encoded > 16 && encoded < 17.5, `${String(encoded)} s encoded for 8.5 s of audio`);
   });
 });
