@@ -6,7 +6,9 @@
  * same way, next to its PCM (`<idx>.mp3` beside `<idx>.pcm`): the canonical encoding, made here
  * while the PCM grows (one encode per piece: its per-content stream forwards those bytes and they
  * are what is stored), or, for an instruct/design piece whose engine delivers MP3 (spec §8), that
- * MP3 unchanged.
+ * MP3 unchanged. A task of several pieces also has its merged MP3 here (`task.mp3`), made while
+ * its pieces are written; full-task streams forward it (and a one-piece task's piece MP3) instead
+ * of encoding the same audio again.
  */
 import { createReadStream } from 'node:fs';
 import { access, mkdir, readdir, rm, stat } from 'node:fs/promises';
@@ -169,7 +171,7 @@ export class PieceAudioStore implements PieceAudioSource {
     return join(this.dir(taskId), `${idx}.mp3`);
   }
 
-  /** The complete PCM of a piece generated on this node (generation reads it back to encode). */
+  /** The complete PCM of a piece generated on this node (what openPiece gives once it is recorded). */
   readComplete(taskId: string, idx: number, signal?: AbortSignal): Readable {
     return readUntilAborted(this.path(taskId, idx), signal);
   }

@@ -311,8 +311,8 @@ export class TaskRunner {
       // Merged audio first, then `generated`: a generated task is complete, so a delete cannot race
       // the merged write (orphan blob), and a stop in between resumes the task instead of leaving
       // it generated without metadata.audio for good.
-      const [only, ...others] = generated;
-      const mergedKey = (await merged) ?? (others.length === 0 ? only?.audio_key : null);
+      // No merged encode for a one-piece task in the canonical encoding: its piece's audio is it.
+      const mergedKey = (await merged) ?? generated[0]?.audio_key;
       if (mergedKey === null || mergedKey === undefined) throw new Error('the task has no merged audio');
       await store.setAudio(task.id, mergedKey, token);
       await store.markGenerated(task.id, totalSamples / CANONICAL_RATE, token);
