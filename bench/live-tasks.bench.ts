@@ -1,6 +1,6 @@
 /**
  * Many live tasks at once (issue 14): `npm run bench:live-tasks` (env: TASKS, 50; ACCOUNTS, 5;
- * SECONDS, about 60 s of speech per task).
+ * SECONDS, about 60 s of speech per task; SERVER_ENV; SERVER_NODE_ARGS, e.g. `--cpu-prof`).
  * TASKS tasks are created together by ACCOUNTS accounts, and each gets a listener the moment it is
  * created: a player that asks for the task's full stream (retrying STREAM_NOT_READY every 250 ms,
  * as a player would), then plays it at real time (40 KB/s of 320 kbps MP3) — an underrun is a
@@ -24,6 +24,7 @@ import {
   rssMiB,
   runBench,
   serverEnvFromProcess,
+  serverNodeArgsFromProcess,
   startServer,
 } from './lib/server.js';
 
@@ -140,12 +141,15 @@ async function engineRealtimeFactor(): Promise<number> {
 async function main(): Promise<number> {
   const perThread = await engineRealtimeFactor();
   const capacity = perThread * availableParallelism();
-  const server = await startServer({
-    ADMIN_TOKEN,
-    RATE_LIMIT_MAX: '1000000',
-    STREAM_RATE_LIMIT_MAX: '1000000',
-    ...serverEnvFromProcess(),
-  });
+  const server = await startServer(
+    {
+      ADMIN_TOKEN,
+      RATE_LIMIT_MAX: '1000000',
+      STREAM_RATE_LIMIT_MAX: '1000000',
+      ...serverEnvFromProcess(),
+    },
+    serverNodeArgsFromProcess(),
+  );
   try {
     const admin = async <T>(method: string, path: string, body?: unknown) =>
       api<T>(server, method, path, body, ADMIN_TOKEN);
@@ -234,8 +238,11 @@ async function main(): Promise<number> {
             await sleep(50);
           }
         })();
+        const listening = performance.now();
         const [toProcessing, listener] = await Promise.all([processing, listen(streamUrl, agent)]);
-        return { toProcessing, listener };
+        // Since the tasks were sent: creation and the stream URL included.
+        const sinceSent = listening + listener.firstByteMs - started;
+        return { toProcessing, listener, sinceSent, createdAfter: created - started };
       }),
     );
     const wall = (performance.now() - started) / 1000;
@@ -250,6 +257,8 @@ async function main(): Promise<number> {
 
     const toProcessing = runs.map((r) => r.toProcessing);
     const firstBytes = runs.map((r) => r.listener.firstByteMs);
+    const sinceSent = runs.map((r) => r.sinceSent);
+    const createdAfter = runs.map((r) => r.createdAfter);
     const underruns = runs.reduce((sum, r) => sum + r.listener.underruns, 0);
     const retries = runs.reduce((sum, r) => sum + r.listener.notReadyRetries, 0);
     const audioSeconds = runs.reduce((sum, r) => sum + r.listener.bytes / BYTES_PER_SECOND, 0);
@@ -272,6 +281,8 @@ async function main(): Promise<number> {
       `${TASKS} tasks by ${ACCOUNTS} accounts, ${audioSeconds.toFixed(0)} s of audio in ${wall.toFixed(1)} s; ` +
         `processing after p50 ${percentile(toProcessing, 50).toFixed(0)} ms, max ${Math.max(...toProcessing).toFixed(0)} ms; ` +
         `first byte p50 ${percentile(firstBytes, 50).toFixed(0)} ms, p99 ${percentile(firstBytes, 99).toFixed(0)} ms; ` +
+        `since the tasks were sent: created p50 ${percentile(createdAfter, 50).toFixed(0)} ms, max ${Math.max(...createdAfter).toFixed(0)} ms, ` +
+        `first byte p50 ${percentile(sinceSent, 50).toFixed(0)} ms, p99 ${percentile(sinceSent, 99).toFixed(0)} ms; ` +
         `STREAM_NOT_READY retries ${retries}; underruns ${underruns}; server CPU ${cpu.toFixed(1)} s; ` +
         `RSS ${rssBefore.toFixed(0)} → ${rssAfter.toFixed(0)} MiB; ` +
         `event-loop delay p99 ${lag('voicegen_nodejs_eventloop_lag_p99_seconds').toFixed(0)} ms, max ${lag('voicegen_nodejs_eventloop_lag_max_seconds').toFixed(0)} ms; engine ${perThread.toFixed(0)}× real time per thread`,
