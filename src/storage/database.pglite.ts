@@ -56,6 +56,11 @@ const INLINE_WAIT_MS = 4;
  */
 const IN_TRANSACTION_INLINE_WAIT_MS = 50;
 /**
+ * Waiting on the spot in one turn of the event loop after which a new transaction begins only in
+ * a later turn (each transaction is still waited for on the spot to its end).
+ */
+const TURN_WAIT_BUDGET_MS = 10;
+/**
  * Waiting on the spot may take at most this share of the main thread's time, saved up to
  * INLINE_WAIT_BURST_MS while it is not used; past that, answers come from the event loop. Under
  * load the worker answers later (statements queue, cores are busy), and waiting on the spot for
@@ -81,6 +86,9 @@ class PgliteWorkerClient implements StatementRunner {
   private savedAt = performance.now();
   /** Statements sent whose callers have not had their answers yet. */
   private unanswered = 0;
+  /** Waited on the spot in this turn of the event loop (reset by the next turn). */
+  private turnWaitedMs = 0;
+  private turnResetScheduled = false;
 
   private constructor(
     private readonly worker: Worker,
@@ -185,7 +193,9 @@ class PgliteWorkerClient implements StatementRunner {
     try {
       const started = performance.now();
       const inline = this.answerWithin(id, this.inlineAllowanceMs(inTransaction, alone));
-      this.inlineLeftMs -= performance.now() - started;
+      const waited = performance.now() - started;
+      this.inlineLeftMs -= waited;
+      this.chargeTurn(waited);
       const response = inline ?? (await this.later(id));
       if (!response.ok) throw deserializeDatabaseError(response.error);
       return response;
@@ -196,6 +206,21 @@ class PgliteWorkerClient implements StatementRunner {
 
   query(sql: string, params: unknown[]) {
     return this.statement(sql, params, false);
+  }
+
+  turnSpent(): boolean {
+    return this.turnWaitedMs >= TURN_WAIT_BUDGET_MS;
+  }
+
+  /** Adds on-the-spot waiting to this turn's account, reset when the event loop turns. */
+  private chargeTurn(ms: number): void {
+    this.turnWaitedMs += ms;
+    if (this.turnResetScheduled) return;
+    this.turnResetScheduled = true;
+    setImmediate(() => {
+      this.turnResetScheduled = false;
+      this.turnWaitedMs = 0;
+    });
   }
 
   queryInTransaction(sql: string, params: unknown[]) {

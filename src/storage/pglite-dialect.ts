@@ -5,6 +5,7 @@
  * sent without waiting for the answers before them, and a transaction keeps the session to itself
  * from BEGIN to COMMIT/ROLLBACK.
  */
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import {
   CompiledQuery,
   PostgresAdapter,
@@ -34,6 +35,11 @@ export interface StatementRunner {
    * every other statement too.
    */
   queryInTransaction?(sql: string, params: unknown[]): Promise<StatementResult>;
+  /**
+   * Whether the calling thread has already waited on the spot for answers long enough in this
+   * turn of its event loop: a new transaction then begins after a turn (see beginTransaction).
+   */
+  turnSpent?(): boolean;
   close(): Promise<void>;
 }
 
@@ -153,6 +159,10 @@ class OneSessionDriver implements Driver {
     const begin = settings.isolationLevel
       ? `start transaction isolation level ${settings.isolationLevel}`
       : 'begin';
+    // Transactions that follow each other in promise callbacks would otherwise all run in one
+    // turn of the event loop (50 task creations held it for up to a second): once the turn has
+    // waited enough, the next one begins after the loop has served what came meanwhile.
+    if (this.runner.turnSpent?.() === true) await nextTurn();
     await this.session.begin(connection as RunnerConnection, (inTransaction) =>
       runStatement(this.runner, begin, [], inTransaction),
     );
