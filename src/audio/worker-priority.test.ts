@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import { encodePiece } from './continuous-encoder.js';
 import { createEncoderPool } from './encoder-pool.js';
 import { createEspeakEngine } from './engines/espeak.engine.js';
+import { workerPoolRequestParser } from '../tasks/request-parser.worker-pool.js';
 import { WORKER_NICENESS } from './worker-priority.js';
 
 /** Niceness of every thread of this process (field 19 of /proc/self/task/<tid>/stat). */
@@ -18,6 +19,32 @@ async function threadNiceness(): Promise<number[]> {
   );
   return values.filter((n) => Number.isInteger(n));
 }
+
+void test(
+  "the request parser's thread (large bodies) runs at the lower priority too (Linux)",
+  { skip: process.platform !== 'linux' },
+  async () => {
+    // A flood of 100,000-character tasks kept it busy at normal priority: everyone's requests
+    // waited seconds at the start of the soak (docs/reliability.md, Load and soak).
+    const before = (await threadNiceness()).filter((n) => n === WORKER_NICENESS).length;
+    const parser = workerPoolRequestParser(
+      { textLength: 10_000, contents: 10, splitterMarkers: 10 },
+      { inlineBodyBytes: -1 }, // every body goes to the thread
+    );
+    try {
+      const request = await parser.generate(
+        { contents: [{ text: 'Parsed off the main thread.', voiceId: 'voice-a' }] },
+        () => Promise.reject(new Error('no saved splitter')),
+        100,
+      );
+      assert.equal(request.pieces.length, 1);
+      const lowered = (await threadNiceness()).filter((n) => n === WORKER_NICENESS).length - before;
+      assert.ok(lowered >= 1, `the parser thread at niceness ${WORKER_NICENESS} (${lowered} found)`);
+    } finally {
+      await parser.close();
+    }
+  },
+);
 
 void test(
   'synthesis and encoder threads run at a lower priority than the event loop (Linux)',

@@ -3,6 +3,7 @@
  * off the main thread. A saved splitter is read by the main thread (the database is there): when
  * the request names one the task answers which, and is run again with its config.
  */
+import { lowerThreadPriority } from '../audio/worker-priority.js';
 import { AppError } from '../errors/app-error.js';
 import type { SplitterConfig } from '../splitter/splitter-config.js';
 import {
@@ -12,6 +13,10 @@ import {
   type ParsedGenerateRequest,
   type PreviewUtterance,
 } from './generate-request.js';
+
+// Large bodies only come here, and parsing them can take a core (a flood of 100,000-character
+// tasks): like synthesis, it yields the CPU to the event loop, which answers everyone's requests.
+lowerThreadPriority();
 
 /** One request to parse, with the saved splitter it names once the main thread has read it. */
 export interface ParseTask {

@@ -1,7 +1,8 @@
 /**
  * The service's request parser: a request whose body exceeds INLINE_BODY_BYTES is parsed by a
- * worker thread (piscina: one thread, started on first use, retired after an idle minute), so a
- * maximum-size splitter preview or a 100-item task never holds the event loop; smaller ones are
+ * worker thread (piscina: one thread, started on first use, retired after an idle minute, at the
+ * batch workers' lower priority), so a maximum-size splitter preview or a 100-item task never
+ * holds the event loop, nor takes the CPU from it under a flood of them; smaller ones are
  * parsed on the calling thread, where they take well under a millisecond and a thread hop would
  * cost more. A saved splitter the request names is read here (the database is on this side).
  */
