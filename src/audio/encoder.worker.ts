@@ -6,7 +6,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { EncoderReply, EncoderRequest } from './encoder-protocol.js';
 import { openLameStream, type LameBuild, type LameStream } from './lame-stream.js';
-import { lowerThreadPriority } from './worker-priority.js';
+import { lowerThreadPriority } from '../common/worker-priority.js';
 
 /** What the pool passes to each worker. */
 interface EncoderWorkerData {

@@ -7,7 +7,7 @@ import loadEspeak, { type ESpeakNGWorker } from '@echogarden/espeak-ng-emscripte
 import { move, workerData } from 'piscina';
 import { concatPcm } from '../pcm.js';
 import { createResampler } from '../resampler.js';
-import { lowerThreadPriority } from '../worker-priority.js';
+import { lowerThreadPriority } from '../../common/worker-priority.js';
 
 // Synthesis is batch work: the event loop (requests, live listeners) goes first; the interactive
 // lane's thread (sentences a client waits for) keeps normal priority.

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
 import { test } from 'node:test';
-import { encodePiece } from './continuous-encoder.js';
-import { createEncoderPool } from './encoder-pool.js';
-import { createEspeakEngine } from './engines/espeak.engine.js';
+import { encodePiece } from '../audio/continuous-encoder.js';
+import { createEncoderPool } from '../audio/encoder-pool.js';
+import { createEspeakEngine } from '../audio/engines/espeak.engine.js';
 import { workerPoolRequestParser } from '../tasks/request-parser.worker-pool.js';
 import { WORKER_NICENESS } from './worker-priority.js';
 

@@ -1,9 +1,9 @@
 /**
  * Lowers the CPU priority of the calling worker thread (Linux: `setpriority` on its thread id,
- * read from /proc/thread-self), so that synthesis and encoding — batch work that can run a
- * moment later — never take the CPU from the event loop, which answers requests and feeds live
- * listeners. The workers still get every cycle the event loop leaves. Elsewhere, or when the
- * call is refused, a no-op: priority is an optimisation, never a requirement.
+ * read from /proc/thread-self), so that synthesis, encoding and the parsing of large requests —
+ * batch work that can run a moment later — never take the CPU from the event loop, which answers
+ * requests and feeds live listeners. The workers still get every cycle the event loop leaves.
+ * Elsewhere, or when the call is refused, a no-op: priority is an optimisation, never a requirement.
  */
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
