@@ -603,6 +603,41 @@ describe('validation', () => {
     assert.equal((await api('GET', '/api/tts/generate')).statusCode, 200);
   });
 
+  it('a dialogue names the first voice it cannot speak; the voices of a task it can are listed once each', async () => {
+    const second = await createVoice(t.key, { name: 'Second' });
+    const creating = await t.app.services.voices.importVoice(t.accountId, {
+      name: 'still creating',
+      version: 'v2.0',
+      status: 'creating',
+    });
+    const missing = '00000000-0000-0000-0000-000000000000';
+    const dialogue = (ids: string[]) => ({
+      contents: ids.map((id, i) => ({ type: 'text', text: `Line ${i}.`, voiceId: id })),
+    });
+    const notFound = await api('POST', '/api/tts/generate', dialogue([voiceId, missing, creating.id]));
+    assert.equal(notFound.statusCode, 404, notFound.body);
+    assert.equal(notFound.json<ErrorBody>().code, 'VOICE_NOT_FOUND');
+    assert.match(notFound.json<ErrorBody>().message, new RegExp(missing));
+    const stillCreating = await api('POST', '/api/tts/generate', dialogue([voiceId, creating.id, missing]));
+    assert.equal(stillCreating.statusCode, 409, stillCreating.body);
+    assert.equal(stillCreating.json<ErrorBody>().code, 'VOICE_CREATING');
+    assert.match(stillCreating.json<ErrorBody>().message, new RegExp(creating.id));
+    const task = await createTask(dialogue([second, voiceId, second, voiceId]));
+    assert.deepEqual(
+      task.metadata.voices.map((v) => [v.id, 'name' in v ? v.name : undefined]),
+      [
+        [second, 'Second'],
+        [voiceId, 'Narrator'],
+      ],
+    );
+    assert.deepEqual(
+      task.metadata.contents.map((c) => c.voiceId),
+      [second, voiceId, second, voiceId],
+    );
+    // The answer of the creation is what a later read of the task says.
+    assert.deepEqual((await detail(task.id)).metadata.voices, task.metadata.voices);
+  });
+
   it("drops unknown keys and keeps the hosted API's known ones", async () => {
     const task = await createTask({
       contents: [

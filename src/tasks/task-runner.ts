@@ -196,6 +196,11 @@ export class TaskRunner {
   private async handle(lease: TaskLease, accountConcurrency: number): Promise<TaskOutcome> {
     const { store, events, log, workerUrl } = this.deps;
     if (lease.signal.aborted) return; // interrupted before it began: no attempt to count
+    // Subscribed before the claim, which finds no cancellation asked for: the watch below then
+    // needs no first read, since a request made after the claim's read is this change.
+    const watching = new AbortController();
+    const firstCancel = events.nextChange(lease.taskId, watching.signal, { only: 'cancel' });
+    firstCancel.catch(() => undefined);
     let claim: ClaimOutcome;
     try {
       claim = await store.claimWithin(lease.taskId, lease.token, workerUrl, {
@@ -206,8 +211,10 @@ export class TaskRunner {
     } catch (err) {
       // The task is still pending: delivered again shortly (the database may be restarting).
       log.error({ err, taskId: lease.taskId }, 'could not claim a generation task; retrying later');
+      watching.abort();
       return RETRY_LATER;
     }
+    if (claim.kind !== 'claimed') watching.abort();
     switch (claim.kind) {
       case 'gone':
         return; // deleted or finished meanwhile: nothing to do
@@ -221,6 +228,7 @@ export class TaskRunner {
     }
     const task = claim.task;
     if (task.attempts > MAX_ATTEMPTS) {
+      watching.abort();
       const message = `generation was interrupted ${task.attempts - 1} times`;
       const outcome = await this.recordFailure(task.id, message, undefined, lease.token);
       if (outcome === undefined)
@@ -230,8 +238,7 @@ export class TaskRunner {
     // The lease's signal, plus abort() for this task: every engine call and write below stops on it.
     const control = new AbortController();
     this.running.set(task.id, control);
-    const watching = new AbortController();
-    const watcher = this.watchCancellation(task.id, watching.signal);
+    const watcher = this.watchCancellation(task.id, firstCancel, watching.signal);
     try {
       return await this.generate(task, {
         taskId: lease.taskId,
@@ -246,14 +253,15 @@ export class TaskRunner {
   }
 
   /**
-   * Until `signal` aborts: at every cancellation request of the task (and once at the start, and
-   * at spurious wake-ups), re-reads its cancel reason; when one is set, aborts the generation with
-   * it. The generation's own progress does not wake it (a read per piece change, for nothing).
-   * Never throws.
+   * Until `signal` aborts: at every cancellation request of the task (the first is `first`, the
+   * change subscribed to before the claim read the task uncancelled; and at spurious wake-ups),
+   * re-reads its cancel reason; when one is set, aborts the generation with it. The generation's
+   * own progress does not wake it (a read per piece change, for nothing). Never throws.
    */
-  private async watchCancellation(taskId: string, signal: AbortSignal): Promise<void> {
+  private async watchCancellation(taskId: string, first: Promise<void>, signal: AbortSignal): Promise<void> {
     const { store, events, log } = this.deps;
     try {
+      await first;
       while (!signal.aborted) {
         // Subscribe before reading, so a request in between is not missed (TaskEvents contract).
         const change = events.nextChange(taskId, signal, { only: 'cancel' });

@@ -192,12 +192,11 @@ export class TaskService implements StreamTaskLookup {
     bodyBytes = 0,
   ): Promise<TaskDetailView> {
     const request = await this.parser.generate(body, lookupSplitter, bodyBytes);
-    const bindings = new Map<string, string>();
-    for (const piece of request.pieces) {
-      if (!bindings.has(piece.voiceId)) {
-        bindings.set(piece.voiceId, JSON.stringify(await this.voices.bindingFor(accountId, piece.voiceId)));
-      }
-    }
+    // The voices in first-use order, read once: their bindings, and the answer's voice objects.
+    const spoken = await this.voices.forGeneration(accountId, [
+      ...new Set(request.pieces.map((p) => p.voiceId)),
+    ]);
+    const bindings = new Map([...spoken.bindings].map(([id, binding]) => [id, JSON.stringify(binding)]));
     const now = new Date();
     const id = randomUUID();
     const characters = request.pieces.reduce((n, p) => n + [...p.text].length, 0);
@@ -236,7 +235,7 @@ export class TaskService implements StreamTaskLookup {
     if (!admission.admitted) throw quotaExceeded(admission, characters, now);
     await this.queue.enqueue({ taskId: id, accountId, position: admission.position, characters });
     // The rows just stored (a worker may already be changing them: the answer shows them as created).
-    return this.detailView(accountId, task, pieces, false);
+    return this.detailView(accountId, task, pieces, false, spoken.voices);
   }
 
   /** The voice objects of the voices a task speaks, in first-use order. */
@@ -501,11 +500,15 @@ export class TaskService implements StreamTaskLookup {
     task: TaskRow,
     pieces: TaskContentRow[],
     withStream: boolean,
+    /** The task's voices when already read (a new task's), else they are read here. */
+    known?: TaskVoice[],
   ): Promise<TaskDetailView> {
-    const voices = await this.taskVoices(
-      accountId,
-      pieces.map((p) => p.voice_id),
-    );
+    const voices =
+      known ??
+      (await this.taskVoices(
+        accountId,
+        pieces.map((p) => p.voice_id),
+      ));
     const estimate = pieces.reduce((sum, p, i) => {
       const params = JSON.parse(p.params) as PieceParams;
       const speech = ([...p.text].length / CHARS_PER_SECOND) * params.speechRate;

@@ -3,7 +3,14 @@
  * work (the TaskQueue only says who works on what now); the runner's writes are fenced by the
  * lease token recorded when it claimed the task.
  */
-import { sql, type Insertable, type Kysely, type Transaction, type Updateable } from 'kysely';
+import {
+  sql,
+  type ExpressionBuilder,
+  type Insertable,
+  type Kysely,
+  type Transaction,
+  type Updateable,
+} from 'kysely';
 import { fetchPage } from '../storage/paging.js';
 import type {
   Database,
@@ -45,11 +52,8 @@ const STREAM_COLUMNS = ['id', 'account_id', 'status', 'auth_token', 'audio_key',
 /** A task as the stream and audio routes read it. */
 export type TaskStreamRow = Pick<TaskRow, (typeof STREAM_COLUMNS)[number]>;
 
-/** The columns of a piece those routes need (never its text). */
-const STREAM_PIECE_COLUMNS = ['idx', 'status', 'audio_key', 'params'] as const;
-
-/** A piece as the stream and audio routes read it. */
-export type PieceStreamRow = Pick<TaskContentRow, (typeof STREAM_PIECE_COLUMNS)[number]>;
+/** A piece as the stream and audio routes read it: the columns they need (never its text). */
+export type PieceStreamRow = Pick<TaskContentRow, 'idx' | 'status' | 'audio_key' | 'params'>;
 
 export interface NewTask {
   task: TaskRow;
@@ -193,21 +197,34 @@ export class TaskStore {
     return this.db.selectFrom('tasks').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
-  /** The task and its pieces without texts or the request echo: what a stream request reads. */
+  /**
+   * The task and its pieces without texts or the request echo: what a stream request reads. One
+   * statement (the task's columns repeat on each piece's row), so both come from one snapshot.
+   */
   async streamRows(taskId: string): Promise<{ task: TaskStreamRow; pieces: PieceStreamRow[] } | undefined> {
-    const task = await this.db
-      .selectFrom('tasks')
-      .select(STREAM_COLUMNS)
-      .where('id', '=', taskId)
-      .executeTakeFirst();
-    if (task === undefined) return undefined;
-    const pieces = await this.db
-      .selectFrom('task_contents')
-      .select(STREAM_PIECE_COLUMNS)
-      .where('task_id', '=', taskId)
-      .orderBy('idx')
+    const rows = await this.db
+      .selectFrom('tasks as t')
+      .leftJoin('task_contents as c', 'c.task_id', 't.id')
+      .select(STREAM_COLUMNS.map((column) => `t.${column}` as const))
+      .select(['c.idx', 'c.status as piece_status', 'c.audio_key as piece_audio_key', 'c.params'])
+      .where('t.id', '=', taskId)
+      .orderBy('c.idx')
       .execute();
-    return { task, pieces };
+    const [first] = rows;
+    if (first === undefined) return undefined;
+    const { id, account_id, status, auth_token, audio_key, worker_url } = first;
+    const pieces: PieceStreamRow[] = [];
+    for (const row of rows) {
+      // A task without pieces has one row, its piece columns null.
+      if (row.idx === null || row.piece_status === null || row.params === null) continue;
+      pieces.push({
+        idx: row.idx,
+        status: row.piece_status,
+        audio_key: row.piece_audio_key,
+        params: row.params,
+      });
+    }
+    return { task: { id, account_id, status, auth_token, audio_key, worker_url }, pieces };
   }
 
   /** Pending tasks of the `limit` accounts with the most of them (metrics: queue depth per account). */
@@ -334,6 +351,22 @@ export class TaskStore {
     limit: ClaimLimit,
   ): Promise<ClaimOutcome> {
     const { maxConcurrent, countAbove } = limit;
+    // No limit to count under a lock: one conditional update claims an unfinished task that nobody
+    // asked to cancel. Anything else (gone, cancelled) is told apart by the full claim below.
+    if (maxConcurrent === 0) {
+      const task = await this.db
+        .updateTable('tasks')
+        .set(claimedBy(token, workerUrl))
+        .where('id', '=', taskId)
+        .where('status', 'in', ['pending', 'processing'])
+        .where('cancel_reason', 'is', null)
+        .returningAll()
+        .executeTakeFirst();
+      if (task !== undefined) {
+        await restartPieces(this.db, task);
+        return { kind: 'claimed', task };
+      }
+    }
     return this.db.transaction().execute(async (trx): Promise<ClaimOutcome> => {
       const current = await trx
         .selectFrom('tasks')
@@ -366,24 +399,13 @@ export class TaskStore {
       }
       const task = await trx
         .updateTable('tasks')
-        .set((eb) => ({
-          status: 'processing',
-          attempts: eb('attempts', '+', 1),
-          lease_token: token,
-          worker_url: workerUrl,
-          updated_at: new Date(),
-        }))
+        .set(claimedBy(token, workerUrl))
         .where('id', '=', taskId)
         .where('status', 'in', ['pending', 'processing'])
         .returningAll()
         .executeTakeFirst();
       if (task === undefined) return { kind: 'gone' };
-      await trx
-        .updateTable('task_contents')
-        .set({ status: 'pending' })
-        .where('task_id', '=', taskId)
-        .where('status', '=', 'processing')
-        .execute();
+      await restartPieces(trx, task);
       return { kind: 'claimed', task };
     });
   }
@@ -560,4 +582,29 @@ async function usageInOneRead(db: Kysely<Database>, accountId: string, day: stri
     processingTasks: Number(row.processing ?? 0),
     charactersToday: Number(row.characters_today ?? 0),
   };
+}
+
+/** The claim's write: processing under the delivery's `token` on `workerUrl`, one more attempt. */
+function claimedBy(token: string, workerUrl: string) {
+  return (eb: ExpressionBuilder<Database, 'tasks'>) => ({
+    status: 'processing' as const,
+    attempts: eb('attempts', '+', 1),
+    lease_token: token,
+    worker_url: workerUrl,
+    updated_at: new Date(),
+  });
+}
+
+/**
+ * Pieces an earlier holder of the task left processing start again. Only a task delivered before
+ * (more than this one attempt) can have any: a first claim skips the statement.
+ */
+async function restartPieces(db: Kysely<Database>, task: TaskRow): Promise<void> {
+  if (task.attempts <= 1) return;
+  await db
+    .updateTable('task_contents')
+    .set({ status: 'pending' })
+    .where('task_id', '=', task.id)
+    .where('status', '=', 'processing')
+    .execute();
 }

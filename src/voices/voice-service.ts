@@ -140,11 +140,27 @@ export class VoiceService {
     return ids.map((id) => found.get(id) ?? { id, idForGenerate: id, deleted: true });
   }
 
-  /** The engine binding of a ready voice, for synthesis. */
-  async bindingFor(accountId: string, id: string): Promise<VoiceBinding> {
-    const row = await this.requireRow(accountId, id);
-    if (row.status === 'creating') throw new AppError('VOICE_CREATING', `voice ${id} is still being created`);
-    return parseBinding(row);
+  /**
+   * The voices a new task speaks (`ids` in first-use order, no repeats), read once: their engine
+   * bindings for synthesis and their voice objects for the task record. VOICE_NOT_FOUND for the
+   * first id that is not the account's, VOICE_CREATING for the first voice still being created.
+   */
+  async forGeneration(
+    accountId: string,
+    ids: readonly string[],
+  ): Promise<{ bindings: Map<string, VoiceBinding>; voices: Voice[] }> {
+    const rows = new Map((await this.store.getMany(accountId, ids)).map((row) => [row.id, row]));
+    const bindings = new Map<string, VoiceBinding>();
+    const voices: Voice[] = [];
+    for (const id of ids) {
+      const row = rows.get(id);
+      if (!row) throw errors.notFound('VOICE_NOT_FOUND', `voice ${id}`);
+      if (row.status === 'creating')
+        throw new AppError('VOICE_CREATING', `voice ${id} is still being created`);
+      bindings.set(id, parseBinding(row));
+      voices.push(toVoice(row));
+    }
+    return { bindings, voices };
   }
 
   async list(
