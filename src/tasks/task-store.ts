@@ -139,17 +139,23 @@ export class TaskStore {
       const usage = await usageInOneRead(trx, accountId, day);
       const refused = quotaRefusal(usage, task.characters, quotas);
       if (refused !== undefined) return refused;
-      await trx.insertInto('tasks').values(task).execute();
-      if (pieces.length > 0) await trx.insertInto('task_contents').values(pieces).execute();
-      await trx
-        .insertInto('account_daily_usage')
-        .values({ account_id: accountId, day, characters: task.characters })
-        .onConflict((oc) =>
-          oc.columns(['account_id', 'day']).doUpdateSet((eb) => ({
-            characters: eb('account_daily_usage.characters', '+', eb.ref('excluded.characters')),
-          })),
-        )
-        .execute();
+      // The task, its pieces and the day's characters in one statement (one round trip).
+      const usageRow = { account_id: accountId, day, characters: task.characters };
+      const withTask = trx.with('new_task', (db) => db.insertInto('tasks').values(task));
+      const addUsage = <Q extends Pick<typeof withTask, 'insertInto'>>(qc: Q) =>
+        qc
+          .insertInto('account_daily_usage')
+          .values(usageRow)
+          .onConflict((oc) =>
+            oc.columns(['account_id', 'day']).doUpdateSet((eb) => ({
+              characters: eb('account_daily_usage.characters', '+', eb.ref('excluded.characters')),
+            })),
+          );
+      if (pieces.length > 0)
+        await addUsage(
+          withTask.with('new_pieces', (db) => db.insertInto('task_contents').values(pieces)),
+        ).execute();
+      else await addUsage(withTask).execute();
       return { admitted: true, position: usage.pendingTasks + usage.processingTasks + 1 };
     });
   }
