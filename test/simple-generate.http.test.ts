@@ -196,11 +196,14 @@ describe('one-shot synthesis, JSON form', () => {
 describe('one-shot synthesis, direct MP3', () => {
   it('POST with direct_stream answers the MP3 itself, chunked, with X-Service-* headers', async () => {
     const text = 'Direct stream: the bytes come back in the response itself.';
+    const sessionsBefore = t.app.services.stream.pipelineRuns();
     const { info, bytes } = await directAudio(
       await post({ text, voiceId, direct_stream: true, stream: false }),
     );
     const task = await waitTask(info.id);
     assert.equal(task.status, 'generated', task.error);
+    // The node generating it answers from the piece's own MP3: no stream session is started.
+    assert.equal(t.app.services.stream.pipelineRuns(), sessionsBefore);
     // The announced data matches the task as the detail endpoint reports it once generated.
     assert.equal(info.audio, task.metadata.audio);
     assert.equal(

@@ -4,7 +4,7 @@
  * stream), opens the session of the request's key, plans Range/If-Range and returns a response
  * description that the HTTP layer writes. Knows nothing of Fastify.
  */
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { EncoderPool } from '../audio/encoder-pool.js';
 import { secretsEqual } from '../common/secret-compare.js';
 import { AppError } from '../errors/app-error.js';
@@ -338,11 +338,16 @@ class DefaultStreamService implements StreamService {
   }
 
   /**
-   * Reads a content piece's session (`i` = '') from its first byte to its end, live: one-shot
-   * synthesis answers with these bytes, so they come from whichever node generates the task.
+   * A content piece's MP3 from its first byte to its end, live: one-shot synthesis answers with
+   * these bytes. When this node generates the task they are its piece's MP3 as it is encoded, read
+   * directly (no session: nothing to share, cache or relay); otherwise they come through the
+   * piece's session (`i` = ''), from whichever node generates the task.
    */
   async contentBytes(taskId: string, contentIndex: number, signal: AbortSignal): Promise<Readable> {
     const task = await this.options.tasks.streamView(taskId);
+    const cluster = this.options.cluster;
+    if (cluster === undefined || task.workerUrl === cluster.nodeUrl)
+      return Readable.from(contentAudio(this.deps, task.id, contentIndex, signal), { objectMode: false });
     const { session, release } = await this.openSession(task, contentIndex, '', false);
     try {
       await untilAborted(session.etag, signal);
