@@ -59,8 +59,8 @@ export interface OneShotDeps {
   tasks: TaskService;
   events: TaskEvents;
   /**
-   * The MP3 of a content piece from its first byte, live while it is synthesised: the piece's
-   * stream session, so the bytes come from whichever node generates the task.
+   * The MP3 of a content piece from its first byte, live while it is synthesised, from whichever
+   * node generates the task (read directly there, relayed through the piece's session elsewhere).
    */
   contentAudio(taskId: string, contentIndex: number, signal: AbortSignal): Promise<Readable>;
   /** How long the task may stay pending before the synthesis is cancelled with a 503. */
@@ -172,7 +172,7 @@ export class OneShotService {
     let mp3: AsyncIterator<Uint8Array> | undefined;
     let first: IteratorResult<Uint8Array>;
     try {
-      // Once a worker holds the task, its content session is built where the piece is synthesised.
+      // Once a worker holds the task, its piece's MP3 is made where the piece is synthesised.
       claimed = await this.started(accountId, task.id, signal);
       if (claimed.status === 'failed') throw this.failure(await this.deps.tasks.get(accountId, task.id));
       bytes = await this.deps.contentAudio(task.id, 0, signal);
