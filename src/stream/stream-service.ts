@@ -345,8 +345,7 @@ class DefaultStreamService implements StreamService {
    */
   async contentBytes(taskId: string, contentIndex: number, signal: AbortSignal): Promise<Readable> {
     const task = await this.options.tasks.streamView(taskId);
-    const cluster = this.options.cluster;
-    if (cluster === undefined || task.workerUrl === cluster.nodeUrl)
+    if (this.generatedHere(task))
       return Readable.from(contentAudio(this.deps, task.id, contentIndex, signal), { objectMode: false });
     const { session, release } = await this.openSession(task, contentIndex, '', false);
     try {
@@ -381,6 +380,12 @@ class DefaultStreamService implements StreamService {
     return registry.open(key, source, kind, { taskId: task.id, accountId: task.accountId });
   }
 
+  /** Whether this node generates `task` (always, on one node): its piece audio grows here. */
+  private generatedHere(task: StreamTaskView): boolean {
+    const cluster = this.options.cluster;
+    return cluster === undefined || task.workerUrl === cluster.nodeUrl;
+  }
+
   /**
    * Where a new build of `key` comes from. One node: this node's pipeline. Scale-out: the pipeline
    * runs on the node generating the task (it holds the growing piece audio), under the session's
@@ -397,7 +402,7 @@ class DefaultStreamService implements StreamService {
     const cluster = this.options.cluster;
     if (cluster === undefined) return { source: pipelineSource(pipeline), kind: 'pipeline' };
     const generator = task.workerUrl;
-    if (generator !== null && generator !== cluster.nodeUrl) {
+    if (generator !== null && !this.generatedHere(task)) {
       if (relayed) {
         const error = ownerUnreachable(
           cluster.retryAfterSeconds,

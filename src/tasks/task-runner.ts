@@ -194,13 +194,28 @@ export class TaskRunner {
    * RETRY_LATER when the claim could not be made (the database did not answer).
    */
   private async handle(lease: TaskLease, accountConcurrency: number): Promise<TaskOutcome> {
-    const { store, events, log, workerUrl } = this.deps;
+    const { events } = this.deps;
     if (lease.signal.aborted) return; // interrupted before it began: no attempt to count
     // Subscribed before the claim, which finds no cancellation asked for: the watch below then
     // needs no first read, since a request made after the claim's read is this change.
     const watching = new AbortController();
     const firstCancel = events.nextChange(lease.taskId, watching.signal, { only: 'cancel' });
     firstCancel.catch(() => undefined);
+    try {
+      return await this.claimAndGenerate(lease, accountConcurrency, firstCancel, watching);
+    } finally {
+      watching.abort(); // whichever way the delivery ends, the subscription ends with it
+    }
+  }
+
+  /** handle() once subscribed to the task's cancellations (`firstCancel`, ended by `watching`). */
+  private async claimAndGenerate(
+    lease: TaskLease,
+    accountConcurrency: number,
+    firstCancel: Promise<void>,
+    watching: AbortController,
+  ): Promise<TaskOutcome> {
+    const { store, events, log, workerUrl } = this.deps;
     let claim: ClaimOutcome;
     try {
       claim = await store.claimWithin(lease.taskId, lease.token, workerUrl, {
@@ -211,10 +226,8 @@ export class TaskRunner {
     } catch (err) {
       // The task is still pending: delivered again shortly (the database may be restarting).
       log.error({ err, taskId: lease.taskId }, 'could not claim a generation task; retrying later');
-      watching.abort();
       return RETRY_LATER;
     }
-    if (claim.kind !== 'claimed') watching.abort();
     switch (claim.kind) {
       case 'gone':
         return; // deleted or finished meanwhile: nothing to do
@@ -228,7 +241,6 @@ export class TaskRunner {
     }
     const task = claim.task;
     if (task.attempts > MAX_ATTEMPTS) {
-      watching.abort();
       const message = `generation was interrupted ${task.attempts - 1} times`;
       const outcome = await this.recordFailure(task.id, message, undefined, lease.token);
       if (outcome === undefined)
@@ -246,7 +258,7 @@ export class TaskRunner {
         signal: AbortSignal.any([lease.signal, control.signal]),
       });
     } finally {
-      watching.abort();
+      watching.abort(); // the watcher ends only then
       await watcher;
       this.running.delete(task.id);
     }
