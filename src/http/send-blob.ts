@@ -28,7 +28,9 @@ export async function sendBlob(
   /** Content-Disposition the client asked for (already validated), if any. */
   contentDisposition?: string,
 ): Promise<FastifyReply> {
-  const info = await blobs.stat(key);
+  // A hot blob is one buffer in memory: its metadata and bytes without I/O (issue 14: serving).
+  const held = blobs.held?.(key);
+  const info = held?.info ?? (await blobs.stat(key));
   if (!info) throw errors.notFound('RESOURCE_NOT_FOUND', 'audio');
   const plan = planRange({
     method: request.method === 'HEAD' ? 'HEAD' : 'GET',
@@ -56,9 +58,8 @@ export async function sendBlob(
   if (request.method === 'HEAD' || window === null || window.endExclusive === window.start)
     return reply.send();
   const range = { start: window.start, end: (window.endExclusive ?? info.size) - 1 };
-  // A hot blob is one buffer in memory: sent as it is, no stream to set up (issue 14: serving).
-  const held = blobs.heldRange?.(key, range);
-  if (held !== undefined) return reply.send(held);
+  // Sent as one buffer, no stream to set up.
+  if (held !== undefined) return reply.send(held.bytes.subarray(range.start, range.end + 1));
   const body = blobs.read(key, range);
   // Stop reading when the client goes away.
   reply.raw.once('close', () => body.destroy());

@@ -88,45 +88,28 @@ describe('CachedBlobStore', () => {
     }
     assert.deepEqual(await bytesOf(store.read('tasks/a/audio.mp3')), data);
     assert.equal(inner.reads, readsBefore, 'served from memory');
-    // The same ranges as buffers, without a stream (finished audio answered from memory).
-    for (const range of [
-      { start: 0, end: 0 },
-      { start: 9_990, end: 20_000 },
-      { start: 5_000, end: 4_999 },
-      { start: 20_000, end: 30_000 },
-    ]) {
-      assert.deepEqual(
-        store.heldRange('tasks/a/audio.mp3', range),
-        await bytesOf(fs.read('tasks/a/audio.mp3', range)),
-        `held range ${range.start}-${range.end}`,
-      );
-    }
+    // The same blob held, without a stream (finished audio answered from memory).
+    const held = store.held('tasks/a/audio.mp3');
+    assert.deepEqual(held?.bytes, data);
+    assert.deepEqual(held?.info, await store.stat('tasks/a/audio.mp3'));
     await store.close();
   });
 
-  it('has no held range for a blob it does not hold, nor once its metadata is due for a check', async () => {
+  it('holds no blob it has not loaded, nor one whose metadata is due for a check', async () => {
     let now = 0;
     const store = new CachedBlobStore(fs, { budgetBytes: 1024 * 1024, revalidateMs: 1000, now: () => now });
     await store.put('tasks/h/audio.mp3', content(3000, 5), 'audio/mpeg');
-    assert.equal(store.heldRange('tasks/h/audio.mp3', { start: 0, end: 9 }), undefined, 'cold');
+    assert.equal(store.held('tasks/h/audio.mp3'), undefined, 'cold');
     // As finished audio is served: metadata, then the bytes; the second read loads them.
     for (let i = 0; i < 2; i++) {
       await store.stat('tasks/h/audio.mp3');
-      assert.equal(store.heldRange('tasks/h/audio.mp3', { start: 0, end: 9 }), undefined, 'not held yet');
+      assert.equal(store.held('tasks/h/audio.mp3'), undefined, 'not held yet');
       await bytesOf(store.read('tasks/h/audio.mp3'));
     }
     await loaded(store, 3000);
-    assert.deepEqual(
-      store.heldRange('tasks/h/audio.mp3', { start: 0, end: 9 }),
-      content(3000, 5).subarray(0, 10),
-    );
+    assert.deepEqual(store.held('tasks/h/audio.mp3')?.bytes, content(3000, 5));
     now += 1000;
-    assert.equal(
-      store.heldRange('tasks/h/audio.mp3', { start: 0, end: 9 }),
-      undefined,
-      'stale: read through',
-    );
-    assert.throws(() => store.heldRange('tasks/h/audio.mp3', { start: -1, end: 9 }));
+    assert.equal(store.held('tasks/h/audio.mp3'), undefined, 'stale: read through');
     await store.close();
   });
 

@@ -11,7 +11,7 @@
  * through this node drop the entry at once.
  */
 import { Readable } from 'node:stream';
-import { assertBlobRange, type BlobInfo, type BlobStore } from './blob-store.js';
+import { assertBlobRange, type BlobInfo, type BlobStore, type HeldBlob } from './blob-store.js';
 
 /** Tuning of the cache. */
 export interface CachedBlobStoreOptions {
@@ -116,18 +116,16 @@ export class CachedBlobStore implements BlobStore {
     return this.inner.read(key, range);
   }
 
-  heldRange(key: string, range: { start: number; end: number }): Buffer | undefined {
-    assertBlobRange(range);
-    const held = this.freshBytes(key);
-    return held === undefined ? undefined : sliceOf(held, range);
+  held(key: string): HeldBlob | undefined {
+    const entry = this.entries.get(key);
+    if (entry?.bytes === undefined || this.now() - entry.checkedAt >= this.revalidateMs) return undefined;
+    this.touch(key, entry);
+    return { info: entry.info, bytes: entry.bytes };
   }
 
   /** The bytes of `key` while held with fresh metadata; a stale entry reads through (stat revalidates it). */
   private freshBytes(key: string): Buffer | undefined {
-    const entry = this.entries.get(key);
-    if (entry?.bytes === undefined || this.now() - entry.checkedAt >= this.revalidateMs) return undefined;
-    this.touch(key, entry);
-    return entry.bytes;
+    return this.held(key)?.bytes;
   }
 
   async delete(key: string): Promise<void> {

@@ -13,6 +13,12 @@ export interface BlobInfo {
   etag: string;
 }
 
+/** A blob held in memory: its metadata and its bytes (a shared buffer: never write to it). */
+export interface HeldBlob {
+  info: BlobInfo;
+  bytes: Buffer;
+}
+
 /** The blob-store port; one contract suite (blob-store.contract.test.ts) covers every adapter. */
 export interface BlobStore {
   /** Stores a whole stream under `key`, atomically; the body is consumed (destroyed on failure). */
@@ -26,11 +32,11 @@ export interface BlobStore {
    */
   read(key: string, range?: { start: number; end: number }): Readable;
   /**
-   * Bytes [start, end] of a blob this store holds in memory with current metadata, without I/O or
-   * a stream (finished-audio requests answered from a buffer), else undefined: then use read().
-   * Only stores that keep blobs in memory have it.
+   * A blob this store holds in memory with current metadata: its metadata and bytes (read-only),
+   * without I/O or a stream (finished audio answered from a buffer), else undefined: then use
+   * stat() and read(). Only stores that keep blobs in memory have it.
    */
-  heldRange?(key: string, range: { start: number; end: number }): Buffer | undefined;
+  held?(key: string): HeldBlob | undefined;
   /** Deletes a blob; deleting a missing one is not an error. */
   delete(key: string): Promise<void>;
   /** Deletes every blob whose key starts with `prefix`, which must be a folder: `a/b/`. */
