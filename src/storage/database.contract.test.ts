@@ -477,14 +477,20 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
       const rows = times.map((at, i) =>
         taskRow(accountId, at, { status: i === 1 ? 'generated' : 'pending', characters: i + 1 }),
       );
-      for (const task of rows) {
+      // The oldest task speaks voices b, a, b; the next two speak one voice each.
+      const voicesOf = [
+        ['b', 'a', 'b'],
+        ['voice', 'voice'],
+        ['voice', 'voice'],
+      ];
+      for (const [i, task] of rows.entries()) {
         await tasks.insert({
           task,
-          pieces: [0, 1].map((idx) => ({
+          pieces: (voicesOf[i] ?? []).map((voice, idx) => ({
             task_id: task.id,
             idx,
             text: `piece ${idx}`,
-            voice_id: 'voice',
+            voice_id: voice,
             binding: '{}',
             params: '{}',
             status: 'pending' as const,
@@ -499,11 +505,41 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
         all.rows.map((r) => r.id),
         [...rows].reverse().map((r) => r.id),
       );
+      // Pieces counted per task, voices in order of first use; nothing but the summary's fields.
+      assert.deepEqual(
+        all.rows.map((r) => [r.contentsCount, r.voiceIds]),
+        [
+          [2, ['voice']],
+          [2, ['voice']],
+          [3, ['b', 'a']],
+        ],
+      );
+      const oldest = all.rows[2];
+      assert.ok(oldest);
+      const { contentsCount: _, voiceIds: __, ...summary } = oldest;
+      assert.deepEqual(summary, {
+        id: rows[0]?.id,
+        account_id: accountId,
+        status: rows[0]?.status,
+        type: rows[0]?.type,
+        auth_token: rows[0]?.auth_token,
+        characters: rows[0]?.characters,
+        error: rows[0]?.error,
+        audio_key: rows[0]?.audio_key,
+        created_at: rows[0]?.created_at,
+        generated_at: rows[0]?.generated_at,
+      });
+      // A page past the last task still says how many there are.
+      assert.deepEqual(await tasks.list(accountId, 2, 3, undefined), { rows: [], total: 3 });
+      const withoutPieces = taskRow(accountId, new Date(Date.now() + 60_000));
+      await tasks.insert({ task: withoutPieces, pieces: [] });
+      const newest = (await tasks.list(accountId, 1, 0, undefined)).rows[0];
+      assert.deepEqual([newest?.id, newest?.contentsCount, newest?.voiceIds], [withoutPieces.id, 0, []]);
       const pending = await tasks.list(accountId, 1, 0, 'pending');
-      assert.equal(pending.total, 2);
+      assert.equal(pending.total, 3);
       assert.deepEqual(
         pending.rows.map((r) => r.id),
-        [rows[2]?.id],
+        [withoutPieces.id],
       );
     });
 

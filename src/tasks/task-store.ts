@@ -263,36 +263,30 @@ export class TaskStore {
   ): Promise<{ rows: TaskSummaryRow[]; total: number }> {
     let query = this.db.selectFrom('tasks').where('account_id', '=', accountId);
     if (status !== undefined) query = query.where('status', '=', status);
-    const page = await fetchPage(query.select(SUMMARY_COLUMNS), limit, offset);
-    const counts = await this.pieceCountsByVoice(page.rows.map((r) => r.id));
-    const rows = page.rows.map((row) => {
-      const own = counts.filter((c) => c.task_id === row.id);
+    // Each row brings its pieces per voice (voice id, count), ordered by each voice's first piece:
+    // counts only, no texts read, in the page's own statement.
+    const page = await fetchPage(
+      query.select(SUMMARY_COLUMNS).select(
+        sql<[voiceId: string, pieces: number][] | null>`(
+            select json_agg(json_build_array(v.voice_id, v.pieces) order by v.first_idx)
+            from (
+              select voice_id, count(*) as pieces, min(idx) as first_idx
+              from task_contents where task_id = tasks.id group by voice_id
+            ) v
+          )`.as('voice_pieces'),
+      ),
+      limit,
+      offset,
+    );
+    const rows = page.rows.map(({ voice_pieces, ...row }) => {
+      const voices = voice_pieces ?? [];
       return {
         ...row,
-        contentsCount: own.reduce((n, c) => n + Number(c.pieces), 0),
-        voiceIds: own.map((c) => c.voice_id),
+        contentsCount: voices.reduce((n, [, pieces]) => n + Number(pieces), 0),
+        voiceIds: voices.map(([voiceId]) => voiceId),
       };
     });
     return { rows, total: page.total };
-  }
-
-  /** Pieces per (task, voice), ordered by each voice's first piece: counts only, no texts read. */
-  private async pieceCountsByVoice(
-    taskIds: string[],
-  ): Promise<{ task_id: string; voice_id: string; pieces: number | string | bigint }[]> {
-    if (taskIds.length === 0) return [];
-    return this.db
-      .selectFrom('task_contents')
-      .select((eb) => [
-        'task_id',
-        'voice_id',
-        eb.fn.countAll<number | string | bigint>().as('pieces'),
-        eb.fn.min('idx').as('first_idx'),
-      ])
-      .where('task_id', 'in', taskIds)
-      .groupBy(['task_id', 'voice_id'])
-      .orderBy('first_idx')
-      .execute();
   }
 
   /** Deletes a finished task (not pending/processing); false when there was no such deletable row. */
