@@ -157,8 +157,7 @@ for (const database of databases) {
       const lost = (err: unknown): boolean => err instanceof LeaseLostError;
       await assert.rejects(store.setPieceStatus('fenced-1', 0, 'processing', 'old'), lost);
       await assert.rejects(store.pieceGenerated('fenced-1', 0, 100, 'k/0.mp3', 'old'), lost);
-      await assert.rejects(store.setAudio('fenced-1', 'k/audio.mp3', 'old'), lost);
-      await assert.rejects(store.markGenerated('fenced-1', 1, 'old'), lost);
+      await assert.rejects(store.markGenerated('fenced-1', 'k/audio.mp3', 1, 'old'), lost);
       await assert.rejects(store.markFailed('fenced-1', 'boom', 0, 'old'), lost);
       const row = await store.get('fenced-1');
       assert.equal(row?.status, 'processing');
@@ -170,9 +169,12 @@ for (const database of databases) {
 
       // The new holder's writes go through.
       await store.pieceGenerated('fenced-1', 0, 100, 'k/0.mp3', 'new');
-      await store.setAudio('fenced-1', 'k/audio.mp3', 'new');
-      await store.markGenerated('fenced-1', 1, 'new');
-      assert.equal((await store.get('fenced-1'))?.status, 'generated');
+      await store.markGenerated('fenced-1', 'k/audio.mp3', 1, 'new');
+      const generated = await store.get('fenced-1');
+      assert.deepEqual(
+        [generated?.status, generated?.audio_key, generated?.duration_seconds],
+        ['generated', 'k/audio.mp3', 1],
+      );
       assert.deepEqual(await pieceOf(store, 'fenced-1'), { status: 'generated', samples: '100' });
     });
 

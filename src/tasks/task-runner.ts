@@ -328,14 +328,13 @@ export class TaskRunner {
         (sum, p, i, all) => sum + Number(p.samples ?? 0) + (i < all.length - 1 ? intervalSamples(p) : 0),
         0,
       );
-      // Merged audio first, then `generated`: a generated task is complete, so a delete cannot race
-      // the merged write (orphan blob), and a stop in between resumes the task instead of leaving
-      // it generated without metadata.audio for good.
+      // Merged audio stored first, then the task generated with its key in one update: a generated
+      // task is complete, so a delete cannot race the merged write (orphan blob), and a stop in
+      // between resumes the task instead of leaving it generated without metadata.audio.
       // No merged encode for a one-piece task in the canonical encoding: its piece's audio is it.
       const mergedKey = (await merged) ?? generated[0]?.audio_key;
       if (mergedKey === null || mergedKey === undefined) throw new Error('the task has no merged audio');
-      await store.setAudio(task.id, mergedKey, token);
-      await store.markGenerated(task.id, totalSamples / CANONICAL_RATE, token);
+      await store.markGenerated(task.id, mergedKey, totalSamples / CANONICAL_RATE, token);
       events.changed(task.id);
       log.info({ taskId: task.id, pieces: pieces.length }, 'task generated');
     } catch (err) {

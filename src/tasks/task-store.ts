@@ -477,27 +477,27 @@ export class TaskStore {
       .execute();
   }
 
-  /** Fenced: the task is complete, while `token` still holds it. */
-  async markGenerated(taskId: string, durationSeconds: number, token: string): Promise<void> {
+  /**
+   * Fenced: the task is generated, with its merged audio's key and its duration, in one update
+   * while `token` still holds it (a generated task always has its audio: a delete cannot race the
+   * merged write, and a stop before this resumes the task).
+   */
+  async markGenerated(
+    taskId: string,
+    audioKey: string,
+    durationSeconds: number,
+    token: string,
+  ): Promise<void> {
+    const now = new Date();
     const result = await this.db
       .updateTable('tasks')
       .set({
         status: 'generated',
+        audio_key: audioKey,
         duration_seconds: durationSeconds,
-        generated_at: new Date(),
-        updated_at: new Date(),
+        generated_at: now,
+        updated_at: now,
       })
-      .where('id', '=', taskId)
-      .where('lease_token', '=', token)
-      .executeTakeFirst();
-    if (result.numUpdatedRows === 0n) throw new LeaseLostError(taskId, 'it was claimed by another delivery');
-  }
-
-  /** Fenced: the key of the merged audio, while `token` still holds the task. */
-  async setAudio(taskId: string, audioKey: string, token: string): Promise<void> {
-    const result = await this.db
-      .updateTable('tasks')
-      .set({ audio_key: audioKey, updated_at: new Date() })
       .where('id', '=', taskId)
       .where('lease_token', '=', token)
       .executeTakeFirst();
