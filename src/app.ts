@@ -310,7 +310,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
           new OneShotService({
             tasks,
             events,
-            contentAudio: (taskId, idx, signal) => streams.contentBytes(taskId, idx, signal),
+            contentAudio: (task, idx, signal) => streams.contentBytes(task, idx, signal),
             startTimeoutMs: config.oneShotStartTimeoutMs,
           }),
         ),

@@ -104,7 +104,7 @@ export interface StreamService {
     query: Readonly<Record<string, unknown>>,
   ): Promise<StreamResponse>;
   /** The MP3 bytes of a content piece's session from byte 0, live (one-shot synthesis); no auth check. */
-  contentBytes(taskId: string, contentIndex: number, signal: AbortSignal): Promise<Readable>;
+  contentBytes(task: StreamTaskView, contentIndex: number, signal: AbortSignal): Promise<Readable>;
   /** Pipelines started since the service was created (one per session build). */
   pipelineRuns(): number;
   /** Sessions relayed from other nodes since the service was created (scale-out). */
@@ -341,10 +341,10 @@ class DefaultStreamService implements StreamService {
    * A content piece's MP3 from its first byte to its end, live: one-shot synthesis answers with
    * these bytes. When this node generates the task they are its piece's MP3 as it is encoded, read
    * directly (no session: nothing to share, cache or relay); otherwise they come through the
-   * piece's session (`i` = ''), from whichever node generates the task.
+   * piece's session (`i` = ''), from whichever node generates the task. `task`: its stream view,
+   * read once the task was claimed (which node generates it does not change while it runs).
    */
-  async contentBytes(taskId: string, contentIndex: number, signal: AbortSignal): Promise<Readable> {
-    const task = await this.options.tasks.streamView(taskId);
+  async contentBytes(task: StreamTaskView, contentIndex: number, signal: AbortSignal): Promise<Readable> {
     if (this.generatedHere(task))
       return Readable.from(contentAudio(this.deps, task.id, contentIndex, signal), { objectMode: false });
     const { session, release } = await this.openSession(task, contentIndex, '', false);

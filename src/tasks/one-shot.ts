@@ -61,8 +61,9 @@ export interface OneShotDeps {
   /**
    * The MP3 of a content piece from its first byte, live while it is synthesised, from whichever
    * node generates the task (read directly there, relayed through the piece's session elsewhere).
+   * `task`: its stream view once claimed.
    */
-  contentAudio(taskId: string, contentIndex: number, signal: AbortSignal): Promise<Readable>;
+  contentAudio(task: StreamTaskView, contentIndex: number, signal: AbortSignal): Promise<Readable>;
   /** How long the task may stay pending before the synthesis is cancelled with a 503. */
   startTimeoutMs: number;
 }
@@ -175,7 +176,7 @@ export class OneShotService {
       // Once a worker holds the task, its piece's MP3 is made where the piece is synthesised.
       claimed = await this.started(accountId, task.id, signal);
       if (claimed.status === 'failed') throw this.failure(await this.deps.tasks.get(accountId, task.id));
-      bytes = await this.deps.contentAudio(task.id, 0, signal);
+      bytes = await this.deps.contentAudio(claimed, 0, signal);
       mp3 = (bytes as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
       first = await mp3.next();
     } catch (err) {
