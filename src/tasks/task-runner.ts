@@ -312,27 +312,29 @@ export class TaskRunner {
       merged.catch(() => undefined); // awaited below, or moot once generation failed
       /** Samples of the task's audio before the next piece (pieces and silences): its place in the queue. */
       let before = 0;
+      /** What each piece recorded, in order: this delivery's, or an earlier one's kept here. */
+      const generated: GeneratedPiece[] = [];
       for (const piece of pieces) {
+        let made: GeneratedPiece;
         // A piece generated on another node (its worker died) has no PCM here: generate it again.
         if (piece.status === 'generated' && (await this.deps.pieceAudio.hasPiece(task.id, piece.idx))) {
-          before += Number(piece.samples ?? 0) + intervalSamples(piece);
-          continue;
+          made = { samples: Number(piece.samples ?? 0), audioKey: piece.audio_key };
+        } else {
+          current = piece.idx;
+          made = await this.generatePiece(task, piece, lease, before / CANONICAL_RATE);
         }
-        current = piece.idx;
-        before +=
-          (await this.generatePiece(task, piece, lease, before / CANONICAL_RATE)) + intervalSamples(piece);
+        generated.push(made);
+        before += made.samples + intervalSamples(piece);
       }
       current = undefined;
-      const generated = await store.pieces(task.id);
-      const totalSamples = generated.reduce(
-        (sum, p, i, all) => sum + Number(p.samples ?? 0) + (i < all.length - 1 ? intervalSamples(p) : 0),
-        0,
-      );
+      // The pieces and the silences between them (none after the last).
+      const last = pieces.at(-1);
+      const totalSamples = before - (last === undefined ? 0 : intervalSamples(last));
       // Merged audio stored first, then the task generated with its key in one update: a generated
       // task is complete, so a delete cannot race the merged write (orphan blob), and a stop in
       // between resumes the task instead of leaving it generated without metadata.audio.
       // No merged encode for a one-piece task in the canonical encoding: its piece's audio is it.
-      const mergedKey = (await merged) ?? generated[0]?.audio_key;
+      const mergedKey = (await merged) ?? generated[0]?.audioKey;
       if (mergedKey === null || mergedKey === undefined) throw new Error('the task has no merged audio');
       await store.markGenerated(task.id, mergedKey, totalSamples / CANONICAL_RATE, token);
       events.changed(task.id);
@@ -427,13 +429,16 @@ export class TaskRunner {
     return this.recordFailure(task.id, message, piece, token);
   }
 
-  /** Generates one piece, starting `startsAt` seconds into the task's audio; answers its samples. */
+  /**
+   * Generates one piece, starting `startsAt` seconds into the task's audio; answers what it
+   * recorded: its samples and its stored MP3's key.
+   */
   private async generatePiece(
     task: TaskRow,
     piece: TaskContentRow,
     lease: TaskLease,
     startsAt: number,
-  ): Promise<number> {
+  ): Promise<GeneratedPiece> {
     const { store, pieceAudio, blobs, encoders } = this.deps;
     const { signal, token } = lease;
     const params = JSON.parse(piece.params) as PieceParams;
@@ -494,7 +499,7 @@ export class TaskRunner {
     await blobs.put(key, pieceAudio.readCompleteMp3(task.id, piece.idx, signal), 'audio/mpeg');
     await store.pieceGenerated(task.id, piece.idx, samples, key, token);
     pieceAudio.pieceRecorded(task.id, piece.idx);
-    return samples;
+    return { samples, audioKey: key };
   }
 
   /**
@@ -549,6 +554,12 @@ export class TaskRunner {
     })();
     return { stored };
   }
+}
+
+/** What generating a piece recorded: its samples, and its stored MP3's key. */
+interface GeneratedPiece {
+  samples: number;
+  audioKey: string | null;
 }
 
 function intervalSamples(piece: TaskContentRow): number {
