@@ -77,14 +77,11 @@ export class CachedBlobStore implements BlobStore {
   }
 
   async stat(key: string): Promise<BlobInfo | undefined> {
-    const entry = this.entries.get(key);
     // Only a blob held in memory is answered without the store: a cold one is read from the store
     // right after, so its metadata comes from there too (an unreachable store is then a clear error
     // before any header goes out, not a response cut after its headers).
-    if (entry?.bytes !== undefined && this.now() - entry.checkedAt < this.revalidateMs) {
-      this.touch(key, entry);
-      return entry.info;
-    }
+    const held = this.held(key);
+    if (held !== undefined) return held.info;
     const info = await this.inner.stat(key);
     if (info === undefined) {
       this.forget(key);
@@ -105,7 +102,7 @@ export class CachedBlobStore implements BlobStore {
 
   read(key: string, range?: { start: number; end: number }): Readable {
     if (range) assertBlobRange(range);
-    const held = this.freshBytes(key);
+    const held = this.held(key)?.bytes;
     if (held !== undefined) {
       // One chunk, a view of the shared buffer (read-only for the consumer).
       const slice = sliceOf(held, range);
@@ -116,16 +113,12 @@ export class CachedBlobStore implements BlobStore {
     return this.inner.read(key, range);
   }
 
+  /** A held blob, while its metadata is fresh; a stale entry reads through (stat revalidates it). */
   held(key: string): HeldBlob | undefined {
     const entry = this.entries.get(key);
     if (entry?.bytes === undefined || this.now() - entry.checkedAt >= this.revalidateMs) return undefined;
     this.touch(key, entry);
     return { info: entry.info, bytes: entry.bytes };
-  }
-
-  /** The bytes of `key` while held with fresh metadata; a stale entry reads through (stat revalidates it). */
-  private freshBytes(key: string): Buffer | undefined {
-    return this.held(key)?.bytes;
   }
 
   async delete(key: string): Promise<void> {
