@@ -1,9 +1,11 @@
 /**
  * The embedded engine: espeak-ng (wasm) in a piscina pool of worker threads. Text is split into
- * sentences, each synthesised as one task; sentences are yielded in order as soon as each is
- * ready, with the next one already being synthesised (one-ahead pipelining).
+ * sentences, each synthesised as one task; a sentence's audio is yielded while the worker speaks
+ * it (chunks through a message port), sentences in order, with the next one already being
+ * synthesised (one-ahead pipelining).
  */
 import { availableParallelism } from 'node:os';
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { errors } from '../../errors/app-error.js';
@@ -16,10 +18,10 @@ import {
   type VoiceBinding,
 } from './engine.js';
 import { untilAborted } from '../../common/call-deadline.js';
-import type { EspeakCatalogue, SynthesizeTask } from './espeak.worker.js';
+import { SENTENCE_END, type EspeakCatalogue, type SynthesizeTask } from './espeak.worker.js';
 import { PriorityTaskQueue, withQueueOptions, type SynthesisQueueOptions } from './priority-task-queue.js';
 import { splitSentences } from './sentences.js';
-import { CANONICAL_RATE } from '../pcm.js';
+import { CANONICAL_RATE, concatPcm } from '../pcm.js';
 
 export type { EspeakCatalogue } from './espeak.worker.js';
 
@@ -179,12 +181,13 @@ class PooledEspeakEngine implements EspeakEngine {
   }
 
   /** Runs one sentence: an interactive one on the interactive lane when batch work holds the batch threads. */
-  private run(task: SynthesizeTask, options: SynthesisQueueOptions): Promise<Int16Array> {
+  private run(task: SynthesizeTask, options: SynthesisQueueOptions): Promise<unknown> {
     const interactive = options.interactive === true;
     const toLane = interactive && this.batchInPool >= this.threads && this.inLane < INTERACTIVE_LANE_DEPTH;
-    const done = (
-      toLane ? this.interactiveLane.run(task) : this.pool.run(withQueueOptions(task, options))
-    ) as Promise<Int16Array>;
+    const transfer = { transferList: [task.port] };
+    const done = toLane
+      ? this.interactiveLane.run(task, transfer)
+      : this.pool.run(withQueueOptions(task, options), transfer);
     const count = (change: 1 | -1) => {
       if (toLane) this.inLane += change;
       else if (!interactive) this.batchInPool += change;
@@ -221,46 +224,115 @@ class PooledEspeakEngine implements EspeakEngine {
     let produced = 0;
     let submittedAhead = 0;
     const estimate = (text: string) => (text.length / 14) * req.speechRate;
-    const start = (i: number): Promise<Int16Array> | undefined => {
+    const start = (i: number): SentenceAudio | undefined => {
       const text = sentences[i];
       if (text === undefined) return undefined;
       // Not aborting a running task on purpose: piscina would kill the thread and its warm instance.
-      const task = this.run(
-        { ...base, text },
-        {
-          interactive: req.interactive === true,
-          owner: req.owner,
-          rank: (req.startsAt ?? 0) + produced + submittedAhead,
-        },
+      const sentence = new SentenceAudio((port) =>
+        this.run(
+          { ...base, text, port },
+          {
+            interactive: req.interactive === true,
+            owner: req.owner,
+            rank: (req.startsAt ?? 0) + produced + submittedAhead,
+          },
+        ),
       );
       submittedAhead += estimate(text);
-      // Settled later by `await`; this only stops an abandoned look-ahead from being "unhandled".
-      task.catch(() => undefined);
-      return task;
+      return sentence;
     };
 
+    let current: SentenceAudio | undefined;
     let next = start(0);
-    for (let i = 0; next !== undefined; i++) {
-      signal.throwIfAborted();
-      const current = next;
-      next = start(i + 1);
-      let pcm: Int16Array;
-      try {
-        // A stuck worker must not hold the caller past its deadline: stop waiting on abort.
-        pcm = await untilAborted(current, signal);
-      } catch (err) {
+    try {
+      for (let i = 0; next !== undefined; i++) {
         signal.throwIfAborted();
-        throw new EngineCallError('failed', { engine: 'espeak', reason: describe(err) }, err);
+        current = next;
+        next = start(i + 1);
+        for (;;) {
+          let pcm: Int16Array | null;
+          try {
+            // A stuck worker must not hold the caller past its deadline: stop waiting on abort.
+            pcm = await untilAborted(current.next(), signal);
+          } catch (err) {
+            signal.throwIfAborted();
+            throw new EngineCallError('failed', { engine: 'espeak', reason: describe(err) }, err);
+          }
+          signal.throwIfAborted();
+          if (pcm === null) break;
+          produced += pcm.length / CANONICAL_RATE;
+          yield pcm;
+        }
+        submittedAhead -= estimate(sentences[i] ?? '');
       }
-      signal.throwIfAborted();
-      produced += pcm.length / CANONICAL_RATE;
-      submittedAhead -= estimate(sentences[i] ?? '');
-      yield pcm;
+    } finally {
+      // Abandoned (abort, error, early return): the ports of the sentences in flight are closed.
+      current?.close();
+      next?.close();
     }
   }
 
   async close(): Promise<void> {
     await Promise.all([this.pool.destroy(), this.interactiveLane.destroy()]);
+  }
+}
+
+/**
+ * One sentence being spoken by a worker: its PCM chunks arrive through a message port while it is
+ * synthesised and wait here until read (at most one sentence: the engine reads one sentence ahead).
+ */
+class SentenceAudio {
+  private readonly port: MessagePort;
+  private arrived: Int16Array[] = [];
+  private ended = false;
+  private failure: { err: unknown } | undefined;
+  private wake: (() => void) | undefined;
+
+  /** `run` starts the worker's task with the port its chunks go to (transferred to the worker). */
+  constructor(run: (port: MessagePort) => Promise<unknown>) {
+    const { port1, port2 } = new MessageChannel();
+    this.port = port1;
+    port1.on('message', (message: Int16Array | typeof SENTENCE_END) => {
+      if (message === SENTENCE_END) {
+        this.ended = true;
+        port1.close(); // nothing follows; an open port would keep the process alive
+      } else this.arrived.push(message);
+      this.notify();
+    });
+    run(port2).catch((err: unknown) => {
+      this.failure = { err };
+      port1.close();
+      this.notify();
+    });
+  }
+
+  /**
+   * Everything that arrived since the last call, as one chunk (waiting for the next if none did),
+   * or null once the sentence is complete. Rejects with the worker's error.
+   */
+  async next(): Promise<Int16Array | null> {
+    for (;;) {
+      if (this.arrived.length > 0) {
+        const pcm = this.arrived.length === 1 ? this.arrived[0] : concatPcm(this.arrived);
+        this.arrived = [];
+        if (pcm !== undefined) return pcm;
+      }
+      if (this.ended) return null;
+      if (this.failure !== undefined) throw this.failure.err;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+
+  /** Stops listening (the worker's later chunks are dropped); idempotent. */
+  close(): void {
+    this.port.close();
+    this.arrived = [];
+  }
+
+  private notify(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
   }
 }
 

@@ -1,10 +1,13 @@
 /**
  * Piscina task module for espeak-ng: one long-lived wasm instance per worker thread (init ≈ 0.1 s,
- * then ≈ 15 ms per sentence). Each `synthesize` task speaks one sentence and returns it as
- * canonical PCM (22050 → 44100 Hz here, off the main thread), transferred, not copied.
+ * then ≈ 15 ms per sentence). Each `synthesize` task speaks one sentence and posts it as canonical
+ * PCM (22050 → 44100 Hz here, off the main thread) through the task's port while espeak speaks it,
+ * in chunks transferred, not copied: a listener's audio starts after the sentence's first tenth
+ * of a second is synthesised, not after the whole sentence.
  */
+import type { MessagePort } from 'node:worker_threads';
 import loadEspeak, { type ESpeakNGWorker } from '@echogarden/espeak-ng-emscripten';
-import { move, workerData } from 'piscina';
+import { workerData } from 'piscina';
 import { concatPcm } from '../pcm.js';
 import { createResampler } from '../resampler.js';
 import { lowerThreadPriority } from '../../common/worker-priority.js';
@@ -21,7 +24,19 @@ export interface SynthesizeTask {
   rate: number;
   /** 0–99. */
   pitch: number;
+  /** Where the sentence's PCM goes while it is spoken: Int16Array chunks in order, then SENTENCE_END. */
+  port: MessagePort;
 }
+
+/** The last message of a sentence on its port (every chunk was posted before it). */
+export const SENTENCE_END = 'end';
+
+/**
+ * Samples (44.1 kHz) of a sentence's first posted chunk, about 0.1 s: espeak hands over ~0.1 s at
+ * a time. Each later chunk waits for twice as many as the one before, so a sentence of seconds
+ * costs a handful of messages, and its start still leaves after the first ~1 ms of synthesis.
+ */
+const FIRST_CHUNK_SAMPLES = 4096;
 
 /** Voices and variants this espeak build knows. */
 export interface EspeakCatalogue {
@@ -52,8 +67,11 @@ async function espeak(): Promise<Instance> {
   return instance;
 }
 
-/** Speaks one sentence; resolves with its canonical PCM (transferred to the caller). */
-export async function synthesize(task: SynthesizeTask): Promise<Int16Array> {
+/**
+ * Speaks one sentence, posting its PCM through `task.port` as it is made (then SENTENCE_END);
+ * resolves with the number of samples posted.
+ */
+export async function synthesize(task: SynthesizeTask): Promise<number> {
   const e = await espeak();
   // Re-applying an unchanged voice reloads voice files; skip it between sentences of one request.
   const settings = `${task.voice}|${task.rate}|${task.pitch}`;
@@ -64,17 +82,37 @@ export async function synthesize(task: SynthesizeTask): Promise<Int16Array> {
     e.settings = settings;
   }
   const resampler = await createResampler(ESPEAK_RATE);
-  const chunks: Int16Array[] = [];
+  let pending: Int16Array[] = [];
+  let pendingSamples = 0;
+  let posted = 0;
+  let nextPostAt = FIRST_CHUNK_SAMPLES;
+  const post = () => {
+    if (pendingSamples === 0) return;
+    const pcm = concatPcm(pending); // a fresh array: its buffer can be transferred
+    posted += pcm.length;
+    nextPostAt = 2 * pcm.length;
+    task.port.postMessage(pcm, [pcm.buffer as ArrayBuffer]); // detaches pcm
+    pending = [];
+    pendingSamples = 0;
+  };
+  const add = (pcm: Int16Array) => {
+    if (pcm.length === 0) return;
+    pending.push(pcm);
+    pendingSamples += pcm.length;
+  };
   try {
     e.worker.synthesize(task.text, (pcm) => {
-      chunks.push(resampler.process(pcm));
+      add(resampler.process(pcm));
+      if (pendingSamples >= nextPostAt) post();
       return false;
     });
-    chunks.push(resampler.flush());
+    add(resampler.flush());
   } finally {
     resampler.destroy();
   }
-  return move(concatPcm(chunks)) as Int16Array;
+  post();
+  task.port.postMessage(SENTENCE_END);
+  return posted;
 }
 
 /** Lists the voices and variants of this build (for validation and the voice catalogue). */
