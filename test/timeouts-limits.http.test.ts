@@ -61,9 +61,7 @@ function slowClient(
     let received = '';
     let trickled = 0;
     const trickle = options.trickle ?? '';
-    const timer = setInterval(() => {
-      if (trickled < trickle.length && socket.writable) socket.write(trickle[trickled++] ?? '');
-    }, options.everyMs ?? 100);
+    let timer: NodeJS.Timeout | undefined;
     const deadline = setTimeout(
       () =>
         socket.destroy(
@@ -71,9 +69,15 @@ function slowClient(
         ),
       options.deadlineMs ?? 15_000,
     );
-    timer.unref();
     deadline.unref();
-    socket.on('connect', () => socket.write(head));
+    socket.on('connect', () => {
+      socket.write(head);
+      // Trickling starts after the head: a byte written while connecting would go before it.
+      timer = setInterval(() => {
+        if (trickled < trickle.length && socket.writable) socket.write(trickle[trickled++] ?? '');
+      }, options.everyMs ?? 100);
+      timer.unref();
+    });
     socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
     // The server may reset the connection after it answered.
     socket.on('error', (err) => {
