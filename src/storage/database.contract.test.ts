@@ -187,6 +187,45 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
       assert.equal(typeof row?.n, 'string');
     });
 
+    test('parameters of every type the stores pass, and changed-row counts, answer the same on both adapters', async () => {
+      const at = new Date('2026-01-02T03:04:05.678Z');
+      const result = await sql<Record<string, unknown>>`select
+          ${"text, with 'quotes' and ünïcode"}::text as text,
+          ${42}::int as int, ${0.25}::float8 as float, ${true}::boolean as yes, ${false}::boolean as no,
+          ${at}::timestamptz as at, ${null}::text as nothing, ${'{"a":1}'}::jsonb as json,
+          ${7} + 1 as inferred`.execute(handle.db);
+      assert.deepEqual(result.rows, [
+        {
+          text: "text, with 'quotes' and ünïcode",
+          int: 42,
+          float: 0.25,
+          yes: true,
+          no: false,
+          at,
+          nothing: null,
+          json: { a: 1 },
+          inferred: 8,
+        },
+      ]);
+      const name = `counted-${randomUUID()}`;
+      const ids = [randomUUID(), randomUUID(), randomUUID()];
+      const inserted = await handle.db
+        .insertInto('accounts')
+        .values(ids.map((id, i) => ({ id, name: `${name}-${i}`, created_at: at })))
+        .executeTakeFirst();
+      assert.equal(inserted.numInsertedOrUpdatedRows, 3n);
+      const updated = await handle.db
+        .updateTable('accounts')
+        .set({ created_at: new Date() })
+        .where('id', 'in', ids.slice(0, 2))
+        .executeTakeFirst();
+      assert.equal(updated.numUpdatedRows, 2n);
+      const deleted = await handle.db.deleteFrom('accounts').where('id', 'in', ids).executeTakeFirst();
+      assert.equal(deleted.numDeletedRows, 3n);
+      const none = await handle.db.deleteFrom('accounts').where('id', 'in', ids).executeTakeFirst();
+      assert.equal(none.numDeletedRows, 0n);
+    });
+
     test('a chain of transactions, each begun when the one before commits, lets the event loop turn', async () => {
       // A burst of task creations or claims is such a chain; waited for on the spot in one turn of
       // the loop, 50 of them held it for up to a second (issue 14, many live tasks).
