@@ -226,6 +226,40 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
       assert.equal(none.numDeletedRows, 0n);
     });
 
+    test('statements sent again and again answer as the first time: hundreds of distinct ones, failures between them', async () => {
+      // The embedded adapter keeps the statements it has seen prepared (a few hundred at most):
+      // every answer must be what a statement parsed afresh would give.
+      for (let round = 0; round < 2; round++) {
+        for (let n = 0; n < 250; n++) {
+          const result = await sql<{
+            n: number;
+            twice: number;
+          }>`select ${sql.lit(n)}::int as n, ${n}::int * 2 as twice`.execute(handle.db);
+          assert.deepEqual(result.rows, [{ n, twice: 2 * n }]);
+        }
+      }
+      const divide = (by: number) => sql<{ q: number }>`select 12 / ${by}::int as q`.execute(handle.db);
+      assert.deepEqual((await divide(4)).rows, [{ q: 3 }]);
+      await assert.rejects(divide(0), (err: unknown) => (err as { code?: unknown }).code === '22012');
+      assert.deepEqual((await divide(3)).rows, [{ q: 4 }]);
+      const broken = () => sql`select from where ${1}`.execute(handle.db);
+      for (let i = 0; i < 2; i++)
+        await assert.rejects(broken(), (err: unknown) => (err as { code?: unknown }).code === '42601');
+      // A transaction aborted by a failed statement: its statements are refused until the rollback,
+      // and afterwards the same statements run again.
+      await assert.rejects(
+        handle.db.transaction().execute(async (trx) => {
+          assert.deepEqual((await sql<{ q: number }>`select 12 / ${6}::int as q`.execute(trx)).rows, [
+            { q: 2 },
+          ]);
+          await sql`select 12 / ${0}::int as q`.execute(trx).catch(() => undefined);
+          await sql`select 12 / ${6}::int as q`.execute(trx);
+        }),
+        (err: unknown) => (err as { code?: unknown }).code === '25P02', // in_failed_sql_transaction
+      );
+      assert.deepEqual((await divide(6)).rows, [{ q: 2 }]);
+    });
+
     test('a chain of transactions, each begun when the one before commits, lets the event loop turn', async () => {
       // A burst of task creations or claims is such a chain; waited for on the spot in one turn of
       // the loop, 50 of them held it for up to a second (issue 14, many live tasks).

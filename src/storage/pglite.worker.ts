@@ -81,23 +81,87 @@ function answerOf(messages: readonly unknown[], parsers: PGlite['parsers']): Sta
   return { rows, affectedRows };
 }
 
+/** Most statements kept prepared in the session (each holds its plan in the database's memory). */
+const PREPARED_STATEMENTS_MAX = 200;
+
 /**
- * Runs one statement in a single call into PostgreSQL: parse, bind, describe, execute and sync sent
- * as one message. PGlite's `query` makes a call for each of them and one more to learn the
- * parameters' types. Here the parameters go as untyped text, typed by PostgreSQL from the
- * statement, as the `pg` client sends them to a PostgreSQL server; a statement with a parameter of
- * another type goes through `query`.
+ * The statements prepared in the database's one session, by SQL text, the least recently used
+ * first. The service sends the same few dozen statements again and again: binding the prepared
+ * one skips parsing and planning, about half of a short statement's time (a task read with a
+ * subquery: 0.43 → 0.22 ms in PGlite). Prepared statements belong to the session, not to a
+ * transaction: a rollback keeps them.
  */
-async function runStatement(pglite: PGlite, sql: string, params: unknown[]): Promise<StatementAnswer> {
+class PreparedStatements {
+  private readonly names = new Map<string, string>();
+  private made = 0;
+  /** Statements to close with the next message: evicted, or forgotten after a failure. */
+  private toClose: string[] = [];
+
+  /** The name of `sql`'s prepared statement, and whether this message must prepare it. */
+  take(sql: string): { name: string; prepare: boolean } {
+    const known = this.names.get(sql);
+    if (known !== undefined) {
+      this.names.delete(sql); // most recently used last
+      this.names.set(sql, known);
+      return { name: known, prepare: false };
+    }
+    const name = `s${String(++this.made)}`;
+    this.names.set(sql, name);
+    if (this.names.size > PREPARED_STATEMENTS_MAX) {
+      const [oldest] = this.names;
+      if (oldest !== undefined) {
+        this.names.delete(oldest[0]);
+        this.toClose.push(oldest[1]);
+      }
+    }
+    return { name, prepare: true };
+  }
+
+  /**
+   * After a failed message: its statement may not have been prepared (a parse error) or may be
+   * unusable, so it is closed and prepared again next time; the closes the message carried may
+   * not have run, so they are sent again (closing an unknown statement is not an error).
+   */
+  failed(sql: string, closes: readonly string[]): void {
+    const name = this.names.get(sql);
+    this.names.delete(sql);
+    this.toClose.push(...closes, ...(name === undefined ? [] : [name]));
+  }
+
+  /** The statements to close now (the caller sends them first in its message). */
+  takeCloses(): string[] {
+    const closes = this.toClose;
+    this.toClose = [];
+    return closes;
+  }
+}
+
+/**
+ * Runs one statement in a single call into PostgreSQL: the closes of evicted statements, the parse
+ * of a statement not prepared yet, then bind, describe, execute and sync, sent as one message.
+ * PGlite's `query` makes a call for each step, one more to learn the parameters' types, and parses
+ * and plans the statement every time. Here the parameters go as untyped text, typed by PostgreSQL
+ * from the statement, as the `pg` client sends them to a PostgreSQL server; a statement with a
+ * parameter of another type goes through `query`.
+ */
+async function runStatement(
+  pglite: PGlite,
+  prepared: PreparedStatements,
+  sql: string,
+  params: unknown[],
+): Promise<StatementAnswer> {
   const values = params.map(textParameter);
   if (values.some((value) => value === undefined)) {
     const result = await pglite.query<Record<string, unknown>>(sql, params);
     return { rows: result.rows, affectedRows: result.affectedRows ?? 0 };
   }
   const { serialize } = protocol;
+  const closes = prepared.takeCloses();
+  const statement = prepared.take(sql);
   const parts = [
-    serialize.parse({ text: sql }),
-    serialize.bind({ values: values as (string | null)[] }),
+    ...closes.map((name) => serialize.close({ type: 'S', name })),
+    ...(statement.prepare ? [serialize.parse({ name: statement.name, text: sql })] : []),
+    serialize.bind({ statement: statement.name, values: values as (string | null)[] }),
     serialize.describe({ type: 'P' }),
     serialize.execute({}),
     serialize.sync(),
@@ -108,16 +172,25 @@ async function runStatement(pglite: PGlite, sql: string, params: unknown[]): Pro
     message.set(part, offset);
     offset += part.length;
   }
-  const { messages } = await pglite.execProtocol(message);
-  return answerOf(messages, pglite.parsers);
+  try {
+    const { messages } = await pglite.execProtocol(message);
+    return answerOf(messages, pglite.parsers);
+  } catch (err) {
+    prepared.failed(sql, closes);
+    throw err;
+  }
 }
 
 /** Runs one command and answers it (never throws). */
-async function run(pglite: PGlite, request: PgliteRequest): Promise<PgliteResponse> {
+async function run(
+  pglite: PGlite,
+  prepared: PreparedStatements,
+  request: PgliteRequest,
+): Promise<PgliteResponse> {
   try {
     switch (request.op) {
       case 'query': {
-        const result = await runStatement(pglite, request.sql, request.params);
+        const result = await runStatement(pglite, prepared, request.sql, request.params);
         return { id: request.id, ok: true, rows: result.rows, affectedRows: result.affectedRows };
       }
       case 'close':
@@ -136,10 +209,11 @@ async function run(pglite: PGlite, request: PgliteRequest): Promise<PgliteRespon
  * loop). A closed database closes the channel, which ends the thread.
  */
 function serve(pglite: PGlite, data: PgliteWorkerData): void {
+  const prepared = new PreparedStatements();
   let previous: Promise<void> = Promise.resolve();
   data.port.on('message', (request: PgliteRequest) => {
     previous = previous.then(async () => {
-      const response = await run(pglite, request);
+      const response = await run(pglite, prepared, request);
       data.port.postMessage(response);
       Atomics.store(data.answered, 0, 1);
       Atomics.notify(data.answered, 0);
