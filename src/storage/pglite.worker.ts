@@ -210,15 +210,22 @@ async function run(
  */
 function serve(pglite: PGlite, data: PgliteWorkerData): void {
   const prepared = new PreparedStatements();
+  const answer = async (request: PgliteRequest): Promise<void> => {
+    const response = await run(pglite, prepared, request);
+    try {
+      data.port.postMessage(response);
+    } catch (err) {
+      // Rows that cannot cross to the caller: it gets the error instead of waiting for ever.
+      data.port.postMessage({ id: request.id, ok: false, error: serializeDatabaseError(err) });
+    }
+    Atomics.store(data.answered, 0, 1);
+    Atomics.notify(data.answered, 0);
+    if (request.op === 'close' && response.ok) data.port.close();
+  };
   let previous: Promise<void> = Promise.resolve();
   data.port.on('message', (request: PgliteRequest) => {
-    previous = previous.then(async () => {
-      const response = await run(pglite, prepared, request);
-      data.port.postMessage(response);
-      Atomics.store(data.answered, 0, 1);
-      Atomics.notify(data.answered, 0);
-      if (request.op === 'close' && response.ok) data.port.close();
-    });
+    // Each command after the one before, whatever became of it: one failure must not stop the chain.
+    previous = previous.then(() => answer(request)).catch(() => undefined);
   });
 }
 
