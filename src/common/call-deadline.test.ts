@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { describe, it } from 'node:test';
-import { CallDeadline, DeadlineExceededError } from './call-deadline.js';
+import { CallDeadline, DeadlineExceededError, untilAborted } from './call-deadline.js';
 
 describe('CallDeadline', () => {
   it('aborts with a DeadlineExceededError naming the limit that passed', async () => {
@@ -50,5 +50,35 @@ describe('CallDeadline', () => {
     assert.equal(deadline.signal.aborted, true);
     assert.equal(deadline.exceeded, undefined);
     deadline.clear();
+  });
+});
+
+describe('untilAborted', () => {
+  it('resolves and rejects as the work does while the signal is not aborted', async () => {
+    const signal = new AbortController().signal;
+    assert.equal(await untilAborted(Promise.resolve(7), signal), 7);
+    await assert.rejects(untilAborted(Promise.reject(new Error('work failed')), signal), /work failed/);
+  });
+
+  it('rejects with the abort reason at once, and a later failure of the work is not unhandled', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      for (const abortFirst of [true, false]) {
+        const controller = new AbortController();
+        let fail: (err: Error) => void = () => undefined;
+        const work = new Promise<number>((_resolve, reject) => (fail = reject));
+        if (abortFirst) controller.abort(new Error('stopped'));
+        const waiting = untilAborted(work, controller.signal);
+        if (!abortFirst) controller.abort(new Error('stopped'));
+        await assert.rejects(waiting, /stopped/);
+        fail(new Error('the work failed later'));
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
   });
 });

@@ -69,7 +69,11 @@ export class CallDeadline {
  */
 export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   const reason = (): Error => (signal.reason instanceof Error ? signal.reason : new Error('aborted'));
-  if (signal.aborted) return Promise.reject(reason());
+  if (signal.aborted) {
+    // Its outcome is ignored here too: a later failure of the work is no unhandled rejection.
+    promise.catch(() => undefined);
+    return Promise.reject(reason());
+  }
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(reason());
     signal.addEventListener('abort', onAbort, { once: true });
