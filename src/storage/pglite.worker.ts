@@ -166,14 +166,8 @@ async function runStatement(
     serialize.execute({}),
     serialize.sync(),
   ];
-  const message = new Uint8Array(parts.reduce((length, part) => length + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    message.set(part, offset);
-    offset += part.length;
-  }
   try {
-    const { messages } = await pglite.execProtocol(message);
+    const { messages } = await pglite.execProtocol(Buffer.concat(parts));
     return answerOf(messages, pglite.parsers);
   } catch (err) {
     prepared.failed(sql, closes);
