@@ -10,13 +10,15 @@
  * requests/s, non-206 answers and the ratios; exits 1 below 0.6× nginx.
  * SCALE_OUT=1 NODES=2: a second node of the same cluster serves the same task; `wrk` runs against
  * both nodes at once (CONNECTIONS/2 each) and their requests/s are added up.
+ * FRONT=nginx: `wrk` asks the README's load balancer (deploy/nginx-two-nodes.conf, which keeps
+ * finished audio) in front of the node(s) instead of the nodes themselves.
  */
 import { execFile, fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { serveFileWithNginx, type NginxFile } from './lib/nginx.js';
+import { serveFileWithNginx, startNginxFront, type NginxFile, type NginxFront } from './lib/nginx.js';
 import {
   cpuSeconds,
   ensureDebianPackages,
@@ -33,6 +35,7 @@ const SECONDS = Number(process.env.SECONDS_PER_RUN ?? 10);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 64);
 const RUNS = Number(process.env.RUNS ?? 2);
 const NODES = Number(process.env.NODES ?? 1);
+const FRONT = process.env.FRONT ?? '';
 const RANGE = 65_536;
 const TEXT =
   'The old lighthouse keeper climbed the spiral stairs every evening, counting each step as his father had taught him. ' +
@@ -96,6 +99,7 @@ async function wrkNodes(origins: string[], scriptPath: string): Promise<WrkResul
 
 async function main(): Promise<number> {
   ensureDebianPackages({ nginx: 'nginx', wrk: 'wrk' });
+  if (FRONT !== '' && FRONT !== 'nginx') throw new Error(`FRONT=${FRONT}: only FRONT=nginx is known`);
   const server = await startServer(
     {
       RATE_LIMIT_MAX: '1000000',
@@ -108,6 +112,7 @@ async function main(): Promise<number> {
     throw new Error('NODES=2 needs SCALE_OUT=1 (a cluster shares PostgreSQL, Redis and S3)');
   let second: BenchServer | undefined;
   let nginx: NginxFile | undefined;
+  let front: NginxFront | undefined;
   let bare: ChildProcess | undefined;
   try {
     if (NODES === 2) {
@@ -122,6 +127,9 @@ async function main(): Promise<number> {
       );
     }
     const nodes = second === undefined ? [server] : [server, second];
+    if (FRONT === 'nginx') front = await startNginxFront(nodes.map((node) => new URL(node.url).host));
+    // Where `wrk` sends our requests: the nodes themselves, or the load balancer in front of them.
+    const origins = front === undefined ? nodes.map((node) => new URL(node.url).origin) : [front.origin];
     const task = await finishedTask(server, TEXT.repeat(3));
     const audio = Buffer.from(await (await fetch(task.audioUrl)).arrayBuffer());
     nginx = await serveFileWithNginx(audio);
@@ -140,9 +148,12 @@ async function main(): Promise<number> {
     await writeFile(nginxScript, wrkScript(audio.length, '/audio.mp3'));
     console.log(
       `file ${(audio.length / 1024 / 1024).toFixed(2)} MiB; wrk -t1 -c${CONNECTIONS} -d${SECONDS}s, random ${RANGE / 1024} KiB ranges, ${RUNS} runs each, alternating` +
-        (nodes.length > 1
-          ? `; ours on ${nodes.length} nodes of one cluster, ${CONNECTIONS / nodes.length} connections each`
-          : ''),
+        (nodes.length > 1 ? `; ours on ${nodes.length} nodes of one cluster` : '') +
+        (front === undefined
+          ? nodes.length > 1
+            ? `, ${CONNECTIONS / nodes.length} connections each`
+            : ''
+          : '; ours through the nginx load balancer that keeps finished audio (deploy/nginx-two-nodes.conf)'),
     );
     const oursRuns: WrkResult[] = [];
     const nginxRuns: WrkResult[] = [];
@@ -153,7 +164,6 @@ async function main(): Promise<number> {
       bareRuns.push(await wrk(`http://127.0.0.1:${barePort}`, nginxScript));
       const cpu = () => nodes.reduce((n, node) => n + cpuSeconds(node.pid), 0);
       const before = cpu();
-      const origins = nodes.map((node) => new URL(node.url).origin);
       oursRuns.push(await wrkNodes(origins, oursScript));
       oursCpu += cpu() - before;
       console.log(
@@ -204,6 +214,7 @@ async function main(): Promise<number> {
       },
     ]);
   } finally {
+    await front?.stop();
     await nginx?.stop();
     bare?.kill();
     await second?.stop();

@@ -338,6 +338,95 @@ describe('two nodes behind nginx (round robin, no sticky sessions)', () => {
     assert.ok(ranged.body.equals(fromA.body.subarray(1000, 2000)));
   });
 
+  it('lets the load balancer keep finished audio: ranges, HEAD and conditionals from its copy, errors from a node', async () => {
+    const { key } = await newTenant();
+    const voiceId = await remoteVoice(key);
+    const id = await createTask(key, { contents: [{ text: 'tone 523 1', voiceId }] });
+    const audioUrl = (await waitTask(key, id, ['generated'])).metadata.audio ?? '';
+    assert.ok(audioUrl.startsWith(cluster.url), audioUrl);
+    const full = await send(on(nodeA, audioUrl));
+    assert.equal(full.status, 200);
+    const etag = String(full.headers.etag);
+    const header = (reply: Reply, name: string) => String(reply.headers[name]);
+    const nodeId = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+    const nginxId = /^[0-9a-f]{32}$/;
+
+    // The first request fills the copy through a node, whose request id it carries.
+    const first = await send(audioUrl, { headers: { range: 'bytes=1000-1999' } });
+    assert.equal(first.status, 206);
+    assert.equal(header(first, 'x-cache-status'), 'MISS');
+    assert.match(header(first, 'x-service-app-request-id'), nodeId);
+    assert.ok(first.body.equals(full.body.subarray(1000, 2000)));
+    // Then nginx answers from the copy, with its own request id and no stale rate-limit counts.
+    const again = await send(audioUrl, { headers: { range: 'bytes=1000-1999' } });
+    assert.equal(again.status, 206);
+    assert.equal(header(again, 'x-cache-status'), 'HIT');
+    assert.match(header(again, 'x-service-app-request-id'), nginxId);
+    assert.equal(again.headers['x-ratelimit-remaining'], undefined);
+    assert.equal(header(again, 'content-range'), `bytes 1000-1999/${String(full.body.length)}`);
+    assert.equal(header(again, 'etag'), etag);
+    assert.ok(again.body.equals(first.body));
+    const head = await send(audioUrl, { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.equal(header(head, 'content-length'), String(full.body.length));
+    assert.equal(header(head, 'x-cache-status'), 'HIT');
+    const whole = await send(audioUrl, { headers: { range: 'bytes=0-9', 'if-range': '"other"' } });
+    assert.equal(whole.status, 200);
+    assert.ok(whole.body.equals(full.body));
+    const part = await send(audioUrl, { headers: { range: 'bytes=0-9', 'if-range': etag } });
+    assert.equal(part.status, 206);
+    assert.ok(part.body.equals(full.body.subarray(0, 10)));
+    assert.equal((await send(audioUrl, { headers: { 'if-none-match': etag } })).status, 304);
+
+    // nginx's own errors from the copy answer the service's error body (no `requestId`: not of the
+    // reportable tier) and one request id header.
+    const errorOf = (reply: Reply) => {
+      const body = JSON.parse(reply.body.toString()) as { status: number; code: string; requestId?: string };
+      assert.equal(body.status, reply.status);
+      assert.equal(body.requestId, undefined);
+      assert.match(header(reply, 'x-service-app-request-id'), /^[0-9a-f-]{32,36}$/);
+      assert.match(header(reply, 'content-type'), /^application\/json/);
+      return body.code;
+    };
+    const past = await send(audioUrl, { headers: { range: `bytes=${String(full.body.length + 5)}-` } });
+    assert.equal(past.status, 416);
+    assert.equal(errorOf(past), 'RANGE_NOT_SATISFIABLE');
+    assert.equal(header(past, 'content-range'), `bytes */${String(full.body.length)}`);
+    const mismatch = await send(audioUrl, { headers: { 'if-match': '"other"' } });
+    assert.equal(mismatch.status, 412);
+    assert.equal(errorOf(mismatch), 'PRECONDITION_FAILED');
+    // A wrong token is never answered from the copy: a node says no, every time.
+    const forged = audioUrl.replace(/auth=[^&]+/, 'auth=forged');
+    for (let n = 0; n < 2; n++) {
+      const denied = await send(forged);
+      assert.equal(denied.status, 403);
+      assert.equal(errorOf(denied), 'AUTH_FORBIDDEN');
+      assert.match(header(denied, 'x-service-app-request-id'), nodeId);
+    }
+    // The access log names the path and how it was answered, never the token.
+    const log = await cluster.accessLog();
+    const token = new URL(audioUrl).searchParams.get('auth') ?? '';
+    assert.ok(token.length > 0 && !log.includes(token), 'no auth token in the access log');
+    assert.match(
+      log,
+      new RegExp(`"GET /api/tts/generate/${id}/audio\\.mp3 HTTP/1\\.1" 206 1000 \\S+ cache=HIT`),
+    );
+
+    // A deleted task's audio stops being served once the copy's ten seconds are over.
+    assert.equal((await api(cluster.url, `/api/tts/generate/${id}`, { method: 'DELETE', key })).status, 200);
+    const until = Date.now() + 30_000;
+    for (;;) {
+      const reply = await send(audioUrl, { headers: { range: 'bytes=0-9' } });
+      if (reply.status === 404) {
+        assert.match(errorOf(reply), /NOT_FOUND$/);
+        break;
+      }
+      assert.equal(reply.status, 206);
+      if (Date.now() > until) assert.fail("the deleted task's audio was still served after 30 s");
+      await sleep(500);
+    }
+  });
+
   it('counts the rate limit across nodes', async () => {
     const { key } = await newTenant();
     for (let n = 0; n < 60; n++) {

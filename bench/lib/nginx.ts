@@ -1,12 +1,14 @@
 /**
  * nginx as the benchmarks' reference server: one worker, sendfile, access log on (as Debian ships
- * it), serving one file from a temporary root on a loopback port.
+ * it), serving one file from a temporary root on a loopback port; and nginx as the README's load
+ * balancer in front of the service (`FRONT=nginx`).
  */
 import { spawn } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { nginxFrontConf } from '../../test/helpers/nginx-front.js';
 import { freePort } from './server.js';
 
 /** A file nginx serves as `/audio.mp3`. */
@@ -72,18 +74,61 @@ http {
 }
 `,
   );
+  return launchNginx(root, conf, `http://127.0.0.1:${port}${probePath}`);
+}
+
+/** Runs nginx with the config file `conf` until `probeUrl` answers 200; resolves with its stop function. */
+async function launchNginx(root: string, conf: string, probeUrl: string): Promise<() => Promise<void>> {
   const child = spawn('nginx', ['-c', conf, '-p', root], { stdio: 'inherit' });
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGQUIT');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+  };
   for (let i = 0; ; i++) {
-    const status = await fetch(`http://127.0.0.1:${port}${probePath}`, { method: 'HEAD' }).then(
+    const status = await fetch(probeUrl, { method: 'HEAD' }).then(
       (r) => r.status,
       () => 0,
     );
     if (status === 200) break;
-    if (i === 50) throw new Error(`nginx answers ${status} for the file (see ${root}/error.log)`);
+    if (i === 50) {
+      await stop();
+      throw new Error(`nginx answers ${status} for ${probeUrl} (see ${root}/error.log)`);
+    }
     await sleep(100);
   }
-  return async () => {
-    child.kill('SIGQUIT');
-    await new Promise((resolve) => child.once('exit', resolve));
-  };
+  return stop;
+}
+
+/** nginx as the README's load balancer in front of the service's nodes (deploy/nginx-two-nodes.conf). */
+export interface NginxFront {
+  /** `http://127.0.0.1:<port>` */
+  origin: string;
+  /** Stops nginx and removes its files. */
+  stop(): Promise<void>;
+}
+
+/** Starts deploy/nginx-two-nodes.conf in front of `nodes` (`host:port` each). */
+export async function startNginxFront(nodes: string[]): Promise<NginxFront> {
+  const root = await mkdtemp(join(tmpdir(), 'voicegen-bench-front-'));
+  try {
+    // nginx's worker runs as `nobody` when started by root and writes the finished-audio cache.
+    await chmod(root, 0o755);
+    const port = await freePort();
+    const conf = join(root, 'nginx.conf');
+    await writeFile(conf, await nginxFrontConf({ prefix: root, listen: port, nodes }));
+    const origin = `http://127.0.0.1:${port}`;
+    const stopNginx = await launchNginx(root, conf, `${origin}/healthz`);
+    return {
+      origin,
+      stop: async () => {
+        await stopNginx();
+        await rm(root, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    await rm(root, { recursive: true, force: true });
+    throw err;
+  }
 }

@@ -1,15 +1,17 @@
 /**
  * A real scale-out cluster for tests: N voicegen nodes as separate processes (`src/main.ts`, as an
  * operator runs them) sharing a fresh PostgreSQL database, a Redis key prefix and an S3 bucket on
- * the test servers, behind a real nginx round-robin load balancer (deploy/nginx-two-nodes.conf).
+ * the test servers, behind a real nginx round-robin load balancer that keeps finished audio
+ * (deploy/nginx-two-nodes.conf).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshPostgresDatabase, freshRedis, freshS3Bucket } from './servers.js';
 import { freePort } from './free-port.js';
+import { nginxFrontConf } from './nginx-front.js';
 
 /** Polls `url` until it answers 200, the process exits, or the deadline passes. */
 async function waitHealthy(url: string, child: ChildProcess | undefined, deadlineMs: number): Promise<void> {
@@ -54,6 +56,8 @@ export interface Cluster {
   adminToken: string;
   /** Environment every node runs with (DATABASE_URL, REDIS_URL, S3_*, …). */
   env: Record<string, string>;
+  /** What nginx's access log holds so far. */
+  accessLog(): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -90,6 +94,7 @@ export async function startCluster(
   };
 
   const nodes: ClusterNode[] = [];
+  const prefix = join(root, 'nginx');
   let nginx: ChildProcess | undefined;
   const close = async () => {
     nginx?.kill('SIGTERM');
@@ -103,14 +108,14 @@ export async function startCluster(
       nodes.push(await startNode(`node-${String.fromCharCode(97 + n)}`, root, env));
     await Promise.all(nodes.map((node) => waitHealthy(`${node.url}/healthz`, node.child, 90_000)));
 
-    const prefix = join(root, 'nginx');
-    await mkdir(prefix, { recursive: true });
-    const template = await readFile(new URL('../../deploy/nginx-two-nodes.conf', import.meta.url), 'utf8');
-    const upstreams = nodes.map((node) => `    server ${new URL(node.url).host} max_fails=0;`).join('\n');
-    const conf = template
-      .replace(/ {4}server \{\{NODE_A\}\}.*\n {4}server \{\{NODE_B\}\}.*\n/, `${upstreams}\n`)
-      .replaceAll('{{PREFIX}}', prefix)
-      .replaceAll('{{LISTEN}}', String(lbPort));
+    // nginx started by root runs its worker as `nobody`, which writes the finished-audio cache.
+    await chmod(root, 0o755);
+    await mkdir(prefix, { recursive: true, mode: 0o755 });
+    const conf = await nginxFrontConf({
+      prefix,
+      listen: lbPort,
+      nodes: nodes.map((node) => new URL(node.url).host),
+    });
     await writeFile(join(prefix, 'nginx.conf'), conf);
     nginx = spawn('nginx', ['-p', prefix, '-c', join(prefix, 'nginx.conf')], { stdio: 'ignore' });
     await waitHealthy(`${env.PUBLIC_URL ?? ''}/healthz`, nginx, 20_000);
@@ -119,7 +124,8 @@ export async function startCluster(
     await close();
     throw new Error(`cluster did not start: ${err instanceof Error ? err.message : String(err)}\n${logs}`);
   }
-  return { nodes, url: env.PUBLIC_URL ?? '', adminToken, env, close };
+  const accessLog = () => readFile(join(prefix, 'access.log'), 'utf8');
+  return { nodes, url: env.PUBLIC_URL ?? '', adminToken, env, accessLog, close };
 }
 
 async function startNode(name: string, root: string, env: Record<string, string>): Promise<ClusterNode> {
