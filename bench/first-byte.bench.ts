@@ -1,6 +1,8 @@
 /**
  * One-shot first byte (issue 14): `npm run bench:first-byte` (env: ALONE, 30 one-shots one after
- * another; CONCURRENT, 20 at once; ROUNDS, 3 rounds of them).
+ * another; CONCURRENT, 20 at once; ROUNDS, 3 rounds of them, after WARM_ROUNDS, 2, not counted: a
+ * running server has compiled its paths for concurrent one-shots, a fresh one compiles them during
+ * its first bursts — their last first bytes are printed).
  * The service (embedded defaults, a temporary DATA_DIR) answers `POST /api/tts/simple-generate`
  * with `direct_stream: true`; the time to the first MP3 byte is measured from the client. The
  * reference, in the same run and process as the client: the embedded engine itself (espeak-ng
@@ -27,6 +29,7 @@ import {
 const ALONE = Number(process.env.ALONE ?? 30);
 const CONCURRENT = Number(process.env.CONCURRENT ?? 20);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const WARM_ROUNDS = Number(process.env.WARM_ROUNDS ?? 2);
 const LONG = Number(process.env.LONG ?? 10);
 
 const sentence = (n: number) => `This is one shot number ${n}, spoken at once.`;
@@ -124,17 +127,20 @@ async function main(): Promise<number> {
     const long: number[] = [];
     for (let n = 0; n < LONG; n++)
       long.push(await firstByte(server, voice.id, n, agent, longSentence(500 + n)));
-    const together: number[] = [];
-    for (let round = 0; round < ROUNDS; round++) {
-      const batch = await Promise.all(
+    const burst = (round: number) =>
+      Promise.all(
         Array.from({ length: CONCURRENT }, (_, i) =>
           firstByte(server, voice.id, 1000 * (round + 1) + i, agent),
         ),
       );
-      together.push(...batch);
-    }
+    const warmLast: number[] = [];
+    for (let round = 0; round < WARM_ROUNDS; round++) warmLast.push(Math.max(...(await burst(round))));
+    const together: number[] = [];
+    for (let round = 0; round < ROUNDS; round++) together.push(...(await burst(WARM_ROUNDS + round)));
     agent.destroy();
     const fmt = (ms: number) => `${ms.toFixed(0)} ms`;
+    if (WARM_ROUNDS > 0)
+      console.log(`warm-up bursts (not counted): last first byte ${warmLast.map(fmt).join(', ')}`);
     console.log(
       `alone: p50 ${fmt(percentile(alone, 50))}, p99 ${fmt(percentile(alone, 99))}, max ${fmt(Math.max(...alone))} (${alone.length}); ` +
         `${CONCURRENT} at once: p50 ${fmt(percentile(together, 50))}, p99 ${fmt(percentile(together, 99))}, max ${fmt(Math.max(...together))} (${together.length}); ` +

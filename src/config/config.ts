@@ -87,7 +87,7 @@ const envSchema = z.object({
   /** On a start with no account (and no BOOTSTRAP_API_KEY): create one and print its key once. */
   FIRST_RUN_ACCOUNT: z.enum(['true', 'false', '1', '0']).default('true'),
   SHORT_TASK_MAX_CHARS: intFrom(0, 1_000_000).default(500),
-  SHORT_TASK_CONCURRENCY: intFrom(0, 64).default(4),
+  SHORT_TASK_CONCURRENCY: intFrom(0, 64).default(32),
   /** Per-account quotas (issue 11 finding 3); 0 = unlimited. Pending plus processing tasks. */
   ACCOUNT_MAX_QUEUED_TASKS: intFrom(0, 1_000_000).default(100),
   /**
