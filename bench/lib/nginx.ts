@@ -24,20 +24,33 @@ export interface NginxFile {
 }
 
 /** Writes `bytes` into a new temporary root and serves them with nginx as `/audio.mp3`. */
-export async function serveFileWithNginx(bytes: Uint8Array): Promise<NginxFile> {
-  const root = await mkdtemp(join(tmpdir(), 'voicegen-bench-nginx-'));
-  const path = join(root, 'www', 'audio.mp3');
-  try {
-    // nginx's worker runs as `nobody` when started by root: the file must be world-readable.
-    await chmod(root, 0o755);
+export function serveFileWithNginx(bytes: Uint8Array): Promise<NginxFile> {
+  return inNginxRoot('voicegen-bench-nginx-', async (root) => {
+    const path = join(root, 'www', 'audio.mp3');
+    // The worker (`nobody` when nginx is started by root) must be able to read the file.
     await mkdir(join(root, 'www'), { mode: 0o755 });
     await writeFile(path, bytes, { mode: 0o644 });
     const port = await freePort();
     const stopNginx = await startNginx(root, port);
+    return { fields: { url: `http://127.0.0.1:${port}/audio.mp3`, root, path }, stopNginx };
+  });
+}
+
+/**
+ * Runs `start` in a new temporary root that nginx's worker can enter (it runs as `nobody` when
+ * nginx is started by root); the result's stop() stops nginx and removes the root, as a failed
+ * start does.
+ */
+async function inNginxRoot<T>(
+  prefix: string,
+  start: (root: string) => Promise<{ fields: T; stopNginx: () => Promise<void> }>,
+): Promise<T & { stop(): Promise<void> }> {
+  const root = await mkdtemp(join(tmpdir(), prefix));
+  try {
+    await chmod(root, 0o755);
+    const { fields, stopNginx } = await start(root);
     return {
-      url: `http://127.0.0.1:${port}/audio.mp3`,
-      root,
-      path,
+      ...fields,
       stop: async () => {
         await stopNginx();
         await rm(root, { recursive: true, force: true });
@@ -110,25 +123,12 @@ export interface NginxFront {
 }
 
 /** Starts deploy/nginx-two-nodes.conf in front of `nodes` (`host:port` each). */
-export async function startNginxFront(nodes: string[]): Promise<NginxFront> {
-  const root = await mkdtemp(join(tmpdir(), 'voicegen-bench-front-'));
-  try {
-    // nginx's worker runs as `nobody` when started by root and writes the finished-audio cache.
-    await chmod(root, 0o755);
+export function startNginxFront(nodes: string[]): Promise<NginxFront> {
+  return inNginxRoot('voicegen-bench-front-', async (root) => {
     const port = await freePort();
     const conf = join(root, 'nginx.conf');
     await writeFile(conf, await nginxFrontConf({ prefix: root, listen: port, nodes }));
     const origin = `http://127.0.0.1:${port}`;
-    const stopNginx = await launchNginx(root, conf, `${origin}/healthz`);
-    return {
-      origin,
-      stop: async () => {
-        await stopNginx();
-        await rm(root, { recursive: true, force: true });
-      },
-    };
-  } catch (err) {
-    await rm(root, { recursive: true, force: true });
-    throw err;
-  }
+    return { fields: { origin }, stopNginx: await launchNginx(root, conf, `${origin}/healthz`) };
+  });
 }
