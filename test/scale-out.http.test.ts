@@ -378,6 +378,15 @@ describe('two nodes behind nginx (round robin, no sticky sessions)', () => {
     assert.ok(part.body.equals(full.body.subarray(0, 10)));
     assert.equal((await send(audioUrl, { headers: { 'if-none-match': etag } })).status, 304);
 
+    // Parameters a node ignores answer from the same copy (junk cannot fill the cache); a repeated
+    // token never does: a node refuses it.
+    const junk = await send(`${audioUrl}&junk=1`, { headers: { range: 'bytes=1000-1999' } });
+    assert.equal(header(junk, 'x-cache-status'), 'HIT');
+    assert.ok(junk.body.equals(first.body));
+    const twice = await send(`${audioUrl}&auth=${new URL(audioUrl).searchParams.get('auth') ?? ''}`);
+    assert.equal(twice.status, 401);
+    assert.notEqual(header(twice, 'x-cache-status'), 'HIT');
+
     // nginx's own errors from the copy answer the service's error body (no `requestId`: not of the
     // reportable tier) and one request id header.
     const errorOf = (reply: Reply) => {
