@@ -152,11 +152,11 @@ async function main(): Promise<number> {
     console.log(
       `file ${(audio.length / 1024 / 1024).toFixed(2)} MiB; wrk -t1 -c${CONNECTIONS} -d${SECONDS}s, random ${RANGE / 1024} KiB ranges, ${RUNS} runs each, alternating` +
         (nodes.length > 1 ? `; ours on ${nodes.length} nodes of one cluster` : '') +
-        (front === undefined
-          ? nodes.length > 1
+        (front !== undefined
+          ? '; ours through the nginx load balancer that keeps finished audio (deploy/nginx-two-nodes.conf)'
+          : nodes.length > 1
             ? `, ${CONNECTIONS / nodes.length} connections each`
-            : ''
-          : '; ours through the nginx load balancer that keeps finished audio (deploy/nginx-two-nodes.conf)'),
+            : ''),
     );
     const oursRuns: WrkResult[] = [];
     const nginxRuns: WrkResult[] = [];
