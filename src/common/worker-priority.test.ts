@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { test } from 'node:test';
 import { encodePiece } from '../audio/continuous-encoder.js';
 import { createEncoderPool } from '../audio/encoder-pool.js';
 import { createEspeakEngine } from '../audio/engines/espeak.engine.js';
 import { workerPoolRequestParser } from '../tasks/request-parser.worker-pool.js';
-import { WORKER_NICENESS } from './worker-priority.js';
+import { lowerThreadPriority, WORKER_NICENESS } from './worker-priority.js';
 
 /** Niceness of every thread of this process (field 19 of /proc/self/task/<tid>/stat). */
 async function threadNiceness(): Promise<number[]> {
@@ -19,6 +20,27 @@ async function threadNiceness(): Promise<number[]> {
   );
   return values.filter((n) => Number.isInteger(n));
 }
+
+/**
+ * Niceness of the calling thread. Read synchronously: `fs/promises` reads on a libuv pool thread,
+ * whose /proc/thread-self is that thread, not this one (which once hid a lowered event loop).
+ */
+function ownNiceness(): number {
+  const stat = readFileSync('/proc/thread-self/stat', 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+}
+
+void test(
+  'the main thread never lowers its own priority, and importing the engines leaves it alone (Linux)',
+  { skip: process.platform !== 'linux' },
+  () => {
+    // The espeak worker module, once imported by the engine for a constant, lowered the event
+    // loop itself (and every thread started after it) to the workers' niceness.
+    assert.equal(ownNiceness(), 0);
+    assert.equal(lowerThreadPriority(), false);
+    assert.equal(ownNiceness(), 0);
+  },
+);
 
 void test(
   "the request parser's thread (large bodies) runs at the lower priority too (Linux)",
@@ -68,8 +90,7 @@ void test(
         `an espeak and an encoder thread at niceness ${WORKER_NICENESS} (${lowered} found)`,
       );
       // This (main) thread keeps its own priority.
-      const own = await readFile('/proc/thread-self/stat', 'utf8');
-      assert.equal(Number(own.slice(own.lastIndexOf(')') + 2).split(' ')[16]), 0);
+      assert.equal(ownNiceness(), 0);
     } finally {
       await engine.close();
       await encoders.close();

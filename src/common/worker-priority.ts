@@ -7,13 +7,18 @@
  */
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
+import { isMainThread } from 'node:worker_threads';
 
 /** Niceness of synthesis and encoder threads (0 = normal, 19 = lowest). */
 export const WORKER_NICENESS = 10;
 
-/** Gives this thread `niceness` (default WORKER_NICENESS); returns whether it took effect. */
+/**
+ * Gives this worker thread `niceness` (default WORKER_NICENESS); returns whether it took effect.
+ * Never on the main thread (a worker module evaluated there by an import must not lower the
+ * event loop; threads started afterwards would inherit it too).
+ */
 export function lowerThreadPriority(niceness = WORKER_NICENESS): boolean {
-  if (process.platform !== 'linux') return false;
+  if (process.platform !== 'linux' || isMainThread) return false;
   try {
     // "/proc/thread-self" links to "<pid>/task/<tid>".
     const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());

@@ -18,12 +18,12 @@ import {
   type VoiceBinding,
 } from './engine.js';
 import { untilAborted } from '../../common/call-deadline.js';
-import { SENTENCE_END, type EspeakCatalogue, type SynthesizeTask } from './espeak.worker.js';
+import { SENTENCE_END, type EspeakCatalogue, type SynthesizeTask } from './espeak-protocol.js';
 import { PriorityTaskQueue, withQueueOptions, type SynthesisQueueOptions } from './priority-task-queue.js';
 import { splitSentences } from './sentences.js';
 import { CANONICAL_RATE, concatPcm } from '../pcm.js';
 
-export type { EspeakCatalogue } from './espeak.worker.js';
+export type { EspeakCatalogue } from './espeak-protocol.js';
 
 /** espeak-ng words per minute at speechRate 1. */
 export const ESPEAK_BASE_WPM = 175;

@@ -5,31 +5,16 @@
  * in chunks transferred, not copied: a listener's audio starts after the sentence's first tenth
  * of a second is synthesised, not after the whole sentence.
  */
-import type { MessagePort } from 'node:worker_threads';
 import loadEspeak, { type ESpeakNGWorker } from '@echogarden/espeak-ng-emscripten';
 import { workerData } from 'piscina';
 import { concatPcm } from '../pcm.js';
 import { createResampler } from '../resampler.js';
 import { lowerThreadPriority } from '../../common/worker-priority.js';
+import { SENTENCE_END, type EspeakCatalogue, type SynthesizeTask } from './espeak-protocol.js';
 
 // Synthesis is batch work: the event loop (requests, live listeners) goes first; the interactive
 // lane's thread (sentences a client waits for) keeps normal priority.
 if ((workerData as { interactive?: boolean } | undefined)?.interactive !== true) lowerThreadPriority();
-
-/** One sentence to speak; `voice` is an espeak spec such as 'gmw/en-US+f3' (already validated). */
-export interface SynthesizeTask {
-  text: string;
-  voice: string;
-  /** Words per minute. */
-  rate: number;
-  /** 0–99. */
-  pitch: number;
-  /** Where the sentence's PCM goes while it is spoken: Int16Array chunks in order, then SENTENCE_END. */
-  port: MessagePort;
-}
-
-/** The last message of a sentence on its port (every chunk was posted before it). */
-export const SENTENCE_END = 'end';
 
 /**
  * Samples (44.1 kHz) of a sentence's first posted chunk, about 0.1 s: espeak hands over ~0.1 s at
@@ -37,13 +22,6 @@ export const SENTENCE_END = 'end';
  * costs a handful of messages, and its start still leaves after the first ~1 ms of synthesis.
  */
 const FIRST_CHUNK_SAMPLES = 4096;
-
-/** Voices and variants this espeak build knows. */
-export interface EspeakCatalogue {
-  /** `id` is what synthesis uses; `languages` are the codes the voice answers to (lower priority = better match). */
-  voices: { id: string; name: string; languages: { code: string; priority: number }[] }[];
-  variants: string[];
-}
 
 /** espeak-ng's output rate. */
 const ESPEAK_RATE = 22050;
