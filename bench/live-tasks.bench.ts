@@ -43,6 +43,8 @@ interface ListenerResult {
   firstByteMs: number;
   notReadyRetries: number;
   underruns: number;
+  /** Seconds of audio played when each underrun began. */
+  underrunsAt: number[];
   bytes: number;
 }
 
@@ -74,6 +76,7 @@ async function listen(streamUrl: string, agent: http.Agent): Promise<ListenerRes
     let first = 0;
     let bytes = 0;
     let underruns = 0;
+    const underrunsAt: number[] = [];
     /** Playback: seconds of audio played, advanced by a clock while the buffer holds audio. */
     let played = 0;
     let lastTick = 0;
@@ -88,7 +91,10 @@ async function listen(streamUrl: string, agent: http.Agent): Promise<ListenerRes
       else if (!ended) {
         // The buffer ran dry while the stream goes on: an underrun (the player waits to refill).
         played += Math.max(0, buffered);
-        if (!stalled) underruns++;
+        if (!stalled) {
+          underruns++;
+          underrunsAt.push(played);
+        }
         stalled = true;
         return;
       }
@@ -106,7 +112,7 @@ async function listen(streamUrl: string, agent: http.Agent): Promise<ListenerRes
     response.on('end', () => {
       ended = true;
       clearInterval(clock);
-      resolve({ firstByteMs: first, notReadyRetries: retries, underruns, bytes });
+      resolve({ firstByteMs: first, notReadyRetries: retries, underruns, underrunsAt, bytes });
     });
     response.on('error', (err) => {
       clearInterval(clock);
@@ -183,7 +189,9 @@ async function main(): Promise<number> {
         return { key, voiceId: voice.id, seen, done: () => polling ?? Promise.resolve() };
       }),
     );
-    // Warm-up: one short task and its listener, so worker threads are started (as on a running server).
+    // Warm-up: a task like the bench's (the same lane: a short one would start the short lane's
+    // threads, not these) and its stream read to the end, so the synthesis and encoder threads the
+    // burst uses are started, as on a running server.
     const agent = new http.Agent({ keepAlive: true, maxSockets: TASKS * 2 });
     {
       const [first] = accounts;
@@ -193,7 +201,7 @@ async function main(): Promise<number> {
         'POST',
         '/api/tts/generate',
         {
-          contents: [{ text: story(5, -1), voiceId: first.voiceId }],
+          contents: [{ text: story(SECONDS, -1), voiceId: first.voiceId }],
         },
         first.key,
       );
@@ -204,7 +212,9 @@ async function main(): Promise<number> {
         undefined,
         first.key,
       );
-      await listen(streamUrl, agent);
+      const warmed = await fetch(streamUrl);
+      if (!warmed.ok) throw new Error(`warm-up stream: ${warmed.status} ${await warmed.text()}`);
+      await warmed.arrayBuffer();
     }
     const rssBefore = rssMiB(server.pid);
     const cpuBefore = cpuSeconds(server.pid);
@@ -268,6 +278,13 @@ async function main(): Promise<number> {
         `first bytes (ms): ${[...firstBytes]
           .sort((x, y) => x - y)
           .map((ms) => ms.toFixed(0))
+          .join(' ')}`,
+      );
+      console.log(
+        `underruns at (s of audio played): ${runs
+          .flatMap((r) => r.listener.underrunsAt)
+          .sort((x, y) => x - y)
+          .map((s) => s.toFixed(1))
           .join(' ')}`,
       );
       console.log(
