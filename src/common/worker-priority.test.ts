@@ -14,8 +14,7 @@ async function threadNiceness(): Promise<number[]> {
   const values = await Promise.all(
     tids.map(async (tid) => {
       const stat = await readFile(`/proc/self/task/${tid}/stat`, 'utf8').catch(() => '');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return Number(fields[16]);
+      return nicenessIn(stat);
     }),
   );
   return values.filter((n) => Number.isInteger(n));
