@@ -487,7 +487,7 @@ async function reader(
 
 function hostilePreviewBody(voiceId: string, pathological: boolean): unknown {
   const splitter: Record<string, unknown> = { fallbackConfig: { voiceId } };
-  // 1,000 placeholder keys of 100 characters, 64 marks, 500 lookup entries with 2,000 tags: at the bounds.
+  // Long placeholder keys up to the config's bytes, 64 marks, 500 lookup entries with 2,000 tags: at the bounds.
   for (let k = 0; k < 1000; k++) splitter[`<${String(k).padStart(4, '0')}${'k'.repeat(94)}>`] = { voiceId };
   splitter.splitterMarks = Array.from({ length: 64 }, (_, m) =>
     String.fromCharCode(0x2200 + 2 * m, 0x2201 + 2 * m),

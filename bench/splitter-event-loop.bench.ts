@@ -16,6 +16,7 @@ import { loadConfig } from '../src/config/config.js';
 import { splitText } from '../src/splitter/split-text.js';
 import {
   checkSplitterConfigBounds,
+  jsonBytes,
   SPLITTER_CONFIG_BOUNDS as BOUNDS,
   validateSplitterConfig,
   type SplitterConfig,
@@ -30,16 +31,28 @@ const longKey = (i: number): string =>
 
 /**
  * A preview body as costly as the default limits allow, and the utterances it splits into: every
- * config bound filled (1000 placeholder keys of 100 characters sharing a long run, 64 marks sharing
- * the open `[`, 500 lookupTable entries of 2000 tags all holding `x`, 64 parameter names), and a
- * 10,000-character text with 960 markers whose bracket spans each walk every all-of element.
+ * config bound filled (as many placeholder keys of 100 characters sharing a long run as the config's
+ * bytes leave room for, 64 marks sharing the open `[`, 500 lookupTable entries of 2000 tags all
+ * holding `x`, 64 parameter names), and a 10,000-character text with 960 markers whose bracket spans
+ * each walk every all-of element.
  */
 export function worstAllowedPreview(): {
   body: { text: string; splitter: SplitterConfig };
   expected: Array<{ text: string; voiceId: string; marker: string }>;
 } {
+  const rest = worstConfigBesidesKeys();
+  const perKey = jsonBytes({ [longKey(0)]: { voiceId: 'v999' } }); // its braces pay for the comma
+  const keys = Math.min(BOUNDS.placeholderKeys, Math.floor((BOUNDS.configBytes - jsonBytes(rest)) / perKey));
   const config: Record<string, unknown> = {};
-  for (let i = 0; i < BOUNDS.placeholderKeys; i++) config[longKey(i)] = { voiceId: `v${i}` };
+  for (let i = 0; i < keys; i++) config[longKey(i)] = { voiceId: `v${i}` };
+  Object.assign(config, rest);
+  const { text, expected } = worstTextAndExpected();
+  return { body: { text, splitter: config }, expected };
+}
+
+/** The marks, lookupTable and fallbackConfig of the worst config, each at its bound. */
+function worstConfigBesidesKeys(): Record<string, unknown> {
+  const config: Record<string, unknown> = {};
   const closes = [
     ']',
     ...Array.from({ length: BOUNDS.splitterMarks - 1 }, (_, i) => String.fromCharCode(0x4e00 + i)),
@@ -55,7 +68,14 @@ export function worstAllowedPreview(): {
   const fallback: Record<string, unknown> = { voiceId: 'vf', speechRate: 1 };
   for (let i = 2; i < BOUNDS.parameterNames; i++) fallback[`param${i}`] = i;
   config.fallbackConfig = fallback;
+  return config;
+}
 
+/** The worst text (60 long keys, then 900 bracket spans, then `a` up to the text limit) and its split. */
+function worstTextAndExpected(): {
+  text: string;
+  expected: Array<{ text: string; voiceId: string; marker: string }>;
+} {
   const parts: string[] = [];
   const expected: Array<{ text: string; voiceId: string; marker: string }> = [];
   for (let i = 0; i < 60; i++) {
@@ -74,7 +94,7 @@ export function worstAllowedPreview(): {
   text += ` ${'a'.repeat(DEFAULT_LIMITS.textLength - text.length - 1)}`;
   const last = expected[expected.length - 1] as { text: string; voiceId: string; marker: string };
   last.text = `b ${'a'.repeat(DEFAULT_LIMITS.textLength - parts.join('').length - 1)}`;
-  return { body: { text, splitter: config }, expected };
+  return { text, expected };
 }
 
 /** The review's inputs (each now refused by a bound), for timing the algorithm without the bounds. */

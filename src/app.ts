@@ -175,8 +175,12 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       espeak: await listEspeakVoices(),
       remoteEndpoints: Object.keys(config.remoteEngines),
     });
-    const voices = new VoiceService(new VoiceStore(database.db), engines, blobs);
-    const splitters = new SplitterService(new SplitterStore(database.db), config.limits.splitterName);
+    const voices = new VoiceService(new VoiceStore(database.db), engines, blobs, config.storageLimits);
+    const splitters = new SplitterService(
+      new SplitterStore(database.db),
+      config.limits.splitterName,
+      config.storageLimits,
+    );
     const taskStore = new TaskStore(database.db);
     const pieceAudio = new PieceAudioStore(
       join(config.dataDir, 'work', 'tasks'),
@@ -299,7 +303,15 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
         adapters.rateLimitStore,
       );
       await scope.register(
-        accountRoutes((accountId) => tasks.quotaReport(accountId), config.generationConcurrency),
+        accountRoutes({
+          quotaReport: (accountId) => tasks.quotaReport(accountId),
+          storageUsage: async (accountId) => ({
+            ...(await voices.usage(accountId)),
+            ...(await splitters.usage(accountId)),
+          }),
+          storageLimits: config.storageLimits,
+          nodeConcurrency: config.generationConcurrency,
+        }),
       );
       await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
       await scope.register(splitterRoutes(splitters, requestParser));

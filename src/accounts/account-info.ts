@@ -1,9 +1,10 @@
 /**
  * The account record `GET /api/account/info` answers, in the shape the hosted API's clients read
- * (../shared/spec/hosted-api-compat.md, "Responses clients read"): top-level `user` with `credit`,
- * `credits`, `bonusCredit`, `loraQuota` and `quota{…}`, filled from the account's real limits
- * (issue 11 finding 3), next to our own `quota`/`usage` report. Pure.
+ * (docs/compatibility.md): top-level `user` with `credit`, `credits`, `bonusCredit`, `loraQuota`
+ * and `quota{…}`, filled from the account's real limits, next to our own `quota`, `limits` and
+ * `usage` report. Pure.
  */
+import { reportedLimits, type StorageLimits, type StorageUsage } from '../common/storage-limits.js';
 import type { AccountQuotaReport } from '../tasks/task-service.js';
 import type { Account } from './account-service.js';
 
@@ -37,7 +38,9 @@ export interface AccountInfo {
     lora: number;
     priority: number;
   };
-  usage: AccountQuotaReport['usage'];
+  /** What the account may keep stored; null = unlimited. */
+  limits: Record<keyof StorageLimits, number | null>;
+  usage: AccountQuotaReport['usage'] & StorageUsage;
 }
 
 /**
@@ -47,6 +50,7 @@ export interface AccountInfo {
 export function accountInfo(
   account: Account,
   report: AccountQuotaReport,
+  storage: { limits: StorageLimits; usage: StorageUsage },
   nodeConcurrency: number,
 ): AccountInfo {
   const concurrent = report.quota.maxConcurrentTasks ?? nodeConcurrency;
@@ -70,6 +74,7 @@ export function accountInfo(
       lora: UNLIMITED_CREDIT,
       priority: 0,
     },
-    usage: report.usage,
+    limits: reportedLimits(storage.limits),
+    usage: { ...report.usage, ...storage.usage },
   };
 }

@@ -4,6 +4,7 @@
  */
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import type { StorageLimits } from '../common/storage-limits.js';
 
 const API_KEY_PATTERN = /^sk-[a-z0-9]{32}$/;
 
@@ -98,6 +99,11 @@ const envSchema = z.object({
   ACCOUNT_MAX_CONCURRENT_TASKS: intFrom(0, 10_000).optional(),
   /** Characters of the tasks one account may have accepted per UTC day (default: 5 of the largest tasks). */
   ACCOUNT_DAILY_CHARACTERS: intFrom(0, Number.MAX_SAFE_INTEGER).default(10_000_000),
+  /** What one account may keep stored; 0 = unlimited. Beyond: 403 BILLING_QUOTA_EXCEEDED. */
+  ACCOUNT_MAX_SPLITTERS: intFrom(0, Number.MAX_SAFE_INTEGER).default(1000),
+  ACCOUNT_MAX_SPLITTER_BYTES: intFrom(0, Number.MAX_SAFE_INTEGER).default(16 * 1024 ** 2),
+  ACCOUNT_MAX_VOICES: intFrom(0, Number.MAX_SAFE_INTEGER).default(1000),
+  ACCOUNT_MAX_UPLOAD_BYTES: intFrom(0, Number.MAX_SAFE_INTEGER).default(2 * 1024 ** 3),
   /** One-shot synthesis answers 503 NO_WORKER_AVAILABLE when its task has not started within this. */
   ONE_SHOT_START_TIMEOUT_MS: intFrom(100, 3_600_000).default(30_000),
   SYNTHESIS_THREADS: intFrom(1, 64).optional(),
@@ -211,6 +217,8 @@ export interface AppConfig {
   shortTasks: { maxChars: number; concurrency: number } | null;
   /** Per-account quotas (issue 11 finding 3); 0 = unlimited. */
   accountQuotas: { maxQueuedTasks: number; maxConcurrentTasks: number; dailyCharacters: number };
+  /** What one account may keep stored (ACCOUNT_MAX_SPLITTERS, …); 0 = unlimited. */
+  storageLimits: StorageLimits;
   /** How long one-shot synthesis waits for its task to start before answering 503. */
   oneShotStartTimeoutMs: number;
   synthesisThreads: number | undefined;
@@ -335,6 +343,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxConcurrentTasks:
         e.ACCOUNT_MAX_CONCURRENT_TASKS ?? Math.max(1, Math.floor(e.GENERATION_CONCURRENCY / 2)),
       dailyCharacters: e.ACCOUNT_DAILY_CHARACTERS,
+    },
+    storageLimits: {
+      splitters: e.ACCOUNT_MAX_SPLITTERS,
+      splitterBytes: e.ACCOUNT_MAX_SPLITTER_BYTES,
+      voices: e.ACCOUNT_MAX_VOICES,
+      uploadBytes: e.ACCOUNT_MAX_UPLOAD_BYTES,
     },
     oneShotStartTimeoutMs: e.ONE_SHOT_START_TIMEOUT_MS,
     synthesisThreads: e.SYNTHESIS_THREADS,

@@ -25,6 +25,8 @@ export const ERROR_CATALOGUE = {
   VOICE_MODEL_VERSION_INVALID: { status: 400 },
   AUTH_UNAUTHORIZED: { status: 401 },
   AUTH_FORBIDDEN: { status: 403 },
+  /** A per-account storage limit (splitters, voices, uploads) would be passed; nothing was written. */
+  BILLING_QUOTA_EXCEEDED: { status: 403 },
   GENERATE_DELETE_IN_PROGRESS: { status: 403 },
   GENERATE_NOT_FOUND: { status: 404 },
   VOICE_NOT_FOUND: { status: 404 },

@@ -181,6 +181,7 @@ export const voiceSchemas = {
       'VALIDATION_INVALID_VALUE',
       'VALIDATION_TOO_LONG',
       'VOICE_MODEL_VERSION_INVALID',
+      'BILLING_QUOTA_EXCEEDED',
     ],
   }),
   list: route({
@@ -211,7 +212,7 @@ export const voiceSchemas = {
   uploadLora: route({
     summary: 'Upload professional-cloning (LoRA) artifacts',
     description:
-      'The archive as application/zip or application/octet-stream, streamed to storage; beyond UPLOAD_LIMIT_BYTES the upload fails with 413 as soon as the limit is crossed.',
+      'The archive as application/zip or application/octet-stream, streamed to storage; beyond UPLOAD_LIMIT_BYTES the upload fails with 413 as soon as the limit is crossed, and beyond the account’s upload bytes (ACCOUNT_MAX_UPLOAD_BYTES, the voice’s previous archive not counted) with 403 BILLING_QUOTA_EXCEEDED, before reading when Content-Length says so. A failed upload leaves the voice’s previous archive in place.',
     tags: ['voices'],
     access: 'apiKey',
     params: idParams,
@@ -221,6 +222,7 @@ export const voiceSchemas = {
       'VALIDATION_INVALID_FORMAT',
       'UPLOAD_TOO_LARGE',
       'REQUEST_UNSUPPORTED_MEDIA_TYPE',
+      'BILLING_QUOTA_EXCEEDED',
     ],
   }),
   migrateV3: route({
@@ -339,10 +341,12 @@ export const splitterSchemas = {
     access: 'apiKey',
     body: splitterBody,
     ok: envelope(splitterSchema),
-    errors: splitterErrors,
+    errors: [...splitterErrors, 'BILLING_QUOTA_EXCEEDED'],
   }),
   list: route({
     summary: 'List splitter configurations',
+    description:
+      'Newest first; a page holds at most `limit` configurations and, past its first, at most 1 MiB of configs: continue from `offset` + the items received while that is below `total`.',
     tags: ['splitter'],
     access: 'apiKey',
     querystring: pageSchema,
@@ -365,7 +369,7 @@ export const splitterSchemas = {
     params: idParams,
     body: splitterBody.partial(),
     ok: envelope(splitterSchema),
-    errors: [...splitterErrors, 'SPLITTER_NOT_FOUND'],
+    errors: [...splitterErrors, 'SPLITTER_NOT_FOUND', 'BILLING_QUOTA_EXCEEDED'],
   }),
   delete: route({
     summary: 'Delete a splitter configuration',
@@ -711,7 +715,21 @@ const accountInfoSchema = z.object({
     charactersToday: z.int(),
     charactersRemaining: nullableCount,
     resetsAt: timestamp,
+    splitters: z.int().describe('Saved splitter configurations'),
+    splitterBytes: z.int().describe('UTF-8 bytes of the saved splitter configurations together'),
+    voices: z.int(),
+    uploadBytes: z.int().describe('Bytes of the uploaded voice samples together'),
   }),
+  limits: z
+    .object({
+      splitters: nullableCount,
+      splitterBytes: nullableCount,
+      voices: nullableCount,
+      uploadBytes: nullableCount,
+    })
+    .describe(
+      'What the account may keep stored (null = unlimited); a write past one answers 403 BILLING_QUOTA_EXCEEDED',
+    ),
 });
 
 /** Schema of `GET /api/account/info`. */

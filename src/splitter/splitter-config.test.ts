@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { AppError } from '../errors/app-error.js';
 import {
   checkSplitterConfigBounds,
+  jsonBytes,
   SPLITTER_CONFIG_BOUNDS as BOUNDS,
   validateSplitterConfig,
   type SplitterConfig,
@@ -291,13 +292,36 @@ function paramNames(count: number): SplitterConfig {
   return { '<A>': params };
 }
 
-/** Issue 11 finding 1: each bound with the largest config it allows and one step past it. */
+/** A config of exactly `total` JSON values, spread over five placeholders so no entry is over its bytes. */
+function jsonValues(total: number): SplitterConfig {
+  const zeros = total - 1 - 5 * 3; // the root, and each placeholder's object, voiceId and array
+  const config: Record<string, unknown> = {};
+  for (let i = 0; i < 5; i++) {
+    const n = Math.floor(zeros / 5) + (i < zeros % 5 ? 1 : 0);
+    config[`<${i}>`] = { voiceId: 'v', emo: Array.from({ length: n }, () => 0) };
+  }
+  return config;
+}
+
+/** A config of exactly `bytes` bytes of JSON, in placeholders each well under the entry bound. */
+function bytesOfConfig(bytes: number): SplitterConfig {
+  const config: Record<string, unknown> = {};
+  for (let i = 0; jsonBytes(config) < bytes - 4000; i++) config[`<${i}>`] = { voiceId: 'v'.repeat(3000) };
+  const last = `<${Object.keys(config).length}>`;
+  config[last] = { voiceId: '' };
+  const short = bytes - jsonBytes(config);
+  config[last] = { voiceId: 'v'.repeat(short) };
+  assert.equal(jsonBytes(config), bytes);
+  return config;
+}
+
+/** Each bound with the largest config it allows and one step past it. */
 const boundCases: Array<{ name: string; within: SplitterConfig; beyond: SplitterConfig; error: RegExp }> = [
   {
     name: 'placeholder keys',
     within: placeholders(BOUNDS.placeholderKeys, (i) => `<${i}>`),
     beyond: placeholders(BOUNDS.placeholderKeys + 1, (i) => `<${i}>`),
-    error: /^config has 1001 placeholder keys; at most 1000 are allowed$/,
+    error: /^config has 501 placeholder keys; at most 500 are allowed$/,
   },
   {
     name: 'placeholder key length',
@@ -333,9 +357,27 @@ const boundCases: Array<{ name: string; within: SplitterConfig; beyond: Splitter
   },
   {
     name: 'JSON values',
-    within: { '<A>': { voiceId: 'v', emo: Array.from({ length: BOUNDS.values - 4 }, () => 0) } },
-    beyond: { '<A>': { voiceId: 'v', emo: Array.from({ length: BOUNDS.values - 3 }, () => 0) } },
+    within: jsonValues(BOUNDS.values),
+    beyond: jsonValues(BOUNDS.values + 1),
     error: /^config has more than 10000 JSON values; at most 10000 are allowed$/,
+  },
+  {
+    name: 'bytes of one placeholder entry',
+    within: { '<A>': { voiceId: 'v', note: 'n'.repeat(BOUNDS.entryBytes - 25) } },
+    beyond: { '<A>': { voiceId: 'v', note: 'n'.repeat(BOUNDS.entryBytes - 24) } },
+    error: /^placeholder "<A>" has 4097 bytes of JSON; at most 4096 are allowed$/,
+  },
+  {
+    name: 'bytes of fallbackConfig, counted in UTF-8',
+    within: { fallbackConfig: { voiceId: 'é'.repeat((BOUNDS.entryBytes - 14) / 2) } },
+    beyond: { fallbackConfig: { voiceId: `${'é'.repeat((BOUNDS.entryBytes - 14) / 2)}e` } },
+    error: /^fallbackConfig has 4097 bytes of JSON; at most 4096 are allowed$/,
+  },
+  {
+    name: 'bytes of the whole config',
+    within: bytesOfConfig(BOUNDS.configBytes),
+    beyond: bytesOfConfig(BOUNDS.configBytes + 1),
+    error: /^config has 65537 bytes of JSON; at most 65536 are allowed$/,
   },
 ];
 

@@ -9,7 +9,7 @@
  * - "Present" means an own property, whatever its value: `{fallbackConfig: null}` is present and
  *   fails rule 5; it does not count as absent.
  * - Mark length is counted in Unicode code points, so `【】` and a pair of emoji are 2 characters.
- * - Beyond the spec (issue 11 findings 8 and 9): no key or string anywhere in the config may hold a
+ * - Beyond the spec: no key or string anywhere in the config may hold a
  *   control character other than tab, line feed and carriage return (NUL cannot be stored and would
  *   reach piece texts and voice ids), and every number must be finite (JSON's 1e309 parses to
  *   Infinity, which JSON.stringify would store as null and so corrupt the saved config). Checked
@@ -176,12 +176,17 @@ function validateStorableValues(config: Record<string, unknown>): void {
 }
 
 /**
- * Bounds on a splitter config beyond the spec (issue 11 finding 1), far above any real dialogue
- * script: with them and SPLITTER_MAX_MARKERS one split costs at most a few milliseconds.
+ * Bounds on a splitter config beyond the spec, far above any real dialogue script: with them and
+ * SPLITTER_MAX_MARKERS one split costs at most a few milliseconds, and a config stored, listed or
+ * echoed in a task record stays small (free-form parameters would otherwise fill the whole body).
  */
 export const SPLITTER_CONFIG_BOUNDS = {
+  /** UTF-8 bytes of the whole config as JSON. */
+  configBytes: 64 * 1024,
+  /** UTF-8 bytes of one placeholder entry or of fallbackConfig as JSON. */
+  entryBytes: 4 * 1024,
   /** Placeholder keys (every key but the three reserved ones). */
-  placeholderKeys: 1000,
+  placeholderKeys: 500,
   /** Characters (UTF-16 code units) of one placeholder key. */
   placeholderKeyLength: 100,
   /** Entries of splitterMarks: each open character found in a text is checked against its marks. */
@@ -254,6 +259,30 @@ export function checkSplitterConfigBounds(config: SplitterConfig): void {
         ? Object.values(value)
         : [];
     for (const child of children) pending.push(child);
+  }
+  checkByteBounds(config);
+}
+
+/** UTF-8 bytes of `value` as JSON. */
+export function jsonBytes(value: unknown): number {
+  return Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
+}
+
+/** The whole config, then each entry: the counts above leave one huge string or number of keys unbounded. */
+function checkByteBounds(config: SplitterConfig): void {
+  const b = SPLITTER_CONFIG_BOUNDS;
+  const total = jsonBytes(config);
+  if (total > b.configBytes) overBound('config', total, 'bytes of JSON', b.configBytes);
+  const entries: Array<[string, unknown]> = [
+    ...placeholderEntries(config).map(([key, params]): [string, unknown] => [
+      `placeholder ${JSON.stringify(key.length > 20 ? `${key.slice(0, 20)}…` : key)}`,
+      params,
+    ]),
+    ['fallbackConfig', config.fallbackConfig],
+  ];
+  for (const [field, entry] of entries) {
+    const bytes = entry === undefined ? 0 : jsonBytes(entry);
+    if (bytes > b.entryBytes) overBound(field, bytes, 'bytes of JSON', b.entryBytes);
   }
 }
 

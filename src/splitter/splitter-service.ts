@@ -1,18 +1,19 @@
 /**
- * Saved splitter configurations (spec 4.3, decisions §7): create with full validation, list, get,
- * diff-update (re-validated; an invalid result leaves the stored row untouched), delete, and
- * loading a saved config for generation (corrupt stored JSON → TTS_SPLITTER_METADATA_INVALID).
- * Create and update also enforce SPLITTER_CONFIG_BOUNDS (issue 11 finding 1); loading does not, so
- * a row saved before the bounds stays readable.
+ * Saved splitter configurations: create with full validation, list, get, diff-update (re-validated;
+ * an invalid result leaves the stored row untouched), delete, and loading a saved config for
+ * generation (corrupt stored JSON → TTS_SPLITTER_METADATA_INVALID). Create and update also enforce
+ * SPLITTER_CONFIG_BOUNDS and the account's storage limits; loading does not, so a row saved before
+ * the bounds stays readable.
  */
 import { randomUUID } from 'node:crypto';
 import { pageSchema } from '../common/paging.js';
+import { storageLimitExceeded, UNLIMITED_STORAGE, type StorageLimits } from '../common/storage-limits.js';
 import { AppError, errors } from '../errors/app-error.js';
 import { CONTROL_CHARACTER_MESSAGE, controlCharacterIndex, parseInput } from '../errors/validation.js';
 import type { SplitterRow } from '../storage/schema.js';
 import { mergeConfigDiff } from './merge-config.js';
 import { checkSplitterConfigBounds, validateSplitterConfig, type SplitterConfig } from './splitter-config.js';
-import type { SplitterStore } from './splitter-store.js';
+import type { SplitterStore, SplitterUsage } from './splitter-store.js';
 
 /** The public representation of a splitter configuration (spec 2.3). */
 export interface Splitter {
@@ -23,10 +24,17 @@ export interface Splitter {
   updatedAt: string;
 }
 
+/**
+ * Bytes of configs one list page holds at most: a page stops before the config that would pass it
+ * (its first item always fits), so a page costs the same however large the saved configs are.
+ */
+export const LIST_PAGE_MAX_BYTES = 1024 * 1024;
+
 export class SplitterService {
   constructor(
     private readonly store: SplitterStore,
     private readonly maxNameLength: number,
+    private readonly limits: StorageLimits = UNLIMITED_STORAGE,
   ) {}
 
   /** Validates and saves a configuration. Never produces TTS_SPLITTER_METADATA_INVALID. */
@@ -45,8 +53,14 @@ export class SplitterService {
       created_at: now,
       updated_at: now,
     };
-    await this.store.insert(row);
+    const refused = await this.store.insert(row, this.limits);
+    if (refused !== undefined) throw storageLimitExceeded(refused);
     return { id: row.id, name, config, createdAt: now.toISOString(), updatedAt: now.toISOString() };
+  }
+
+  /** The account's saved configs and their bytes together (account info). */
+  async usage(accountId: string): Promise<SplitterUsage> {
+    return this.store.usage(accountId);
   }
 
   async get(accountId: string, id: string): Promise<Splitter> {
@@ -58,13 +72,37 @@ export class SplitterService {
     return toSplitter(await this.requireRow(accountId, id)).config;
   }
 
+  /**
+   * A page of at most `limit` splitters and LIST_PAGE_MAX_BYTES of configs, newest first; the next
+   * page starts at `offset + items.length` while that is below `total`.
+   */
   async list(
     accountId: string,
     query: { limit?: unknown; offset?: unknown },
   ): Promise<{ items: Splitter[]; total: number }> {
     const { limit, offset } = parseInput(pageSchema, query);
-    const { rows, total } = await this.store.list(accountId, limit, offset);
-    return { items: rows.map(toSplitter), total };
+    const { rows, total } = await this.store.listSummaries(accountId, limit, offset);
+    const page: typeof rows = [];
+    let bytes = 0;
+    for (const row of rows) {
+      bytes += row.bytes;
+      if (page.length > 0 && bytes > LIST_PAGE_MAX_BYTES) break;
+      page.push(row);
+    }
+    const full = new Map(
+      (
+        await this.store.getMany(
+          accountId,
+          page.map((row) => row.id),
+        )
+      ).map((row) => [row.id, row]),
+    );
+    // A row deleted between the two reads is left out of the page.
+    const items = page.flatMap((row) => {
+      const stored = full.get(row.id);
+      return stored === undefined ? [] : [toSplitter(stored)];
+    });
+    return { items, total };
   }
 
   /** Diff update: objects deep-merged, arrays replaced, null deletes; the result is re-validated. */
@@ -84,12 +122,16 @@ export class SplitterService {
       checkSplitterConfigBounds(config);
     }
     const updatedAt = new Date();
-    const changed = await this.store.update(accountId, id, row.config, {
-      name,
-      config: JSON.stringify(config),
-      updated_at: updatedAt,
-    });
-    if (!changed) throw errors.conflict('the splitter was changed concurrently; retry the update');
+    const outcome = await this.store.update(
+      accountId,
+      id,
+      { name: row.name, config: row.config, updated_at: row.updated_at },
+      { name, config: JSON.stringify(config), updated_at: updatedAt },
+      this.limits,
+    );
+    if (outcome === 'conflict')
+      throw errors.conflict('the splitter was changed concurrently; retry the update');
+    if (outcome !== 'changed') throw storageLimitExceeded(outcome);
     return { id, name, config, createdAt: current.createdAt, updatedAt: updatedAt.toISOString() };
   }
 

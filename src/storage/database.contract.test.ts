@@ -102,6 +102,8 @@ function voiceRow(accountId: string, createdAt: Date, values: Partial<VoiceRow> 
     description: '',
     engine: JSON.stringify({ engine: 'espeak', voice: 'en-us' }),
     with_lora: false,
+    lora_bytes: '0',
+    lora_key: null,
     created_at: createdAt,
     updated_at: createdAt,
     ...values,
@@ -507,7 +509,7 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
       assert.equal(await voices.migrateVersion(accountId, lora.id, ['v2.0'], 'v3.0'), false);
     });
 
-    test('splitters: insert, get, update only over the expected config, delete', async () => {
+    test('splitters: insert, get, update only over the whole expected record, delete', async () => {
       const splitters = new SplitterStore(handle.db);
       const accountId = await newAccountId();
       const [createdAt, changedAt] = timeline(2) as [Date, Date];
@@ -521,26 +523,77 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
         created_at: createdAt,
         updated_at: createdAt,
       };
-      await splitters.insert(row);
+      assert.equal(await splitters.insert(row), undefined);
       assert.deepEqual(await splitters.get(accountId, row.id), row);
 
+      const expected = { name: row.name, config, updated_at: createdAt };
       const next = { name: 'renamed', config: '{"<A>":{"voiceId":"c"}}', updated_at: changedAt };
-      assert.equal(await splitters.update(accountId, row.id, 'not-the-config', next), false);
-      // Concurrent writers that all read the same config: exactly one applies its change.
+      assert.equal(
+        await splitters.update(accountId, row.id, { ...expected, config: 'not-the-config' }, next),
+        'conflict',
+      );
+      // A rename alone changes the record: an update that read the old name must not apply.
+      assert.equal(
+        await splitters.update(accountId, row.id, { ...expected, name: 'not-the-name' }, next),
+        'conflict',
+      );
+      // Concurrent writers that all read the same record: exactly one applies its change.
       const raced = await Promise.all(
         Array.from({ length: 10 }, (_, i) =>
-          splitters.update(accountId, row.id, config, { ...next, name: `writer-${i}` }),
+          splitters.update(accountId, row.id, expected, { ...next, name: `writer-${i}` }),
         ),
       );
-      assert.equal(raced.filter(Boolean).length, 1);
+      assert.equal(raced.filter((r) => r === 'changed').length, 1);
       const updated = await splitters.get(accountId, row.id);
       assert.equal(updated?.config, next.config);
       assert.match(updated?.name ?? '', /^writer-\d$/);
 
-      assert.equal((await splitters.list(accountId, 10, 0)).total, 1);
+      const page = await splitters.listSummaries(accountId, 10, 0);
+      assert.equal(page.total, 1);
+      assert.equal(page.rows[0]?.bytes, Buffer.byteLength(next.config));
+      assert.deepEqual(await splitters.usage(accountId), {
+        splitters: 1,
+        splitterBytes: Buffer.byteLength(next.config),
+      });
       assert.equal(await splitters.delete(accountId, row.id), true);
       assert.equal(await splitters.get(accountId, row.id), undefined);
       assert.equal(await splitters.delete(accountId, row.id), false);
+    });
+
+    test('splitters: concurrent saves never pass the account limits together', async () => {
+      const splitters = new SplitterStore(handle.db);
+      const accountId = await newAccountId();
+      const limits = { splitters: 5, splitterBytes: 1000, voices: 0, uploadBytes: 0 };
+      const row = (config: string) => ({
+        id: randomUUID(),
+        account_id: accountId,
+        name: 'n',
+        config,
+        created_at: new Date(),
+        updated_at: new Date(),
+      });
+      const results = await Promise.all(
+        Array.from({ length: 12 }, () => splitters.insert(row('{"a":{}}'), limits)),
+      );
+      assert.equal(results.filter((r) => r === undefined).length, 5);
+      assert.deepEqual(
+        results.find((r) => r !== undefined),
+        { limit: 'splitters', max: 5, used: 5, adding: 1 },
+      );
+      const big = row(`{"a":{"x":"${'y'.repeat(1000)}"}}`);
+      await splitters.delete(accountId, (await splitters.listSummaries(accountId, 1, 0)).rows[0]?.id ?? '');
+      const refused = await splitters.insert(big, limits);
+      assert.equal(refused?.limit, 'splitterBytes');
+      assert.equal(await splitters.get(accountId, big.id), undefined);
+      // Growing a saved config is checked against the bytes limit; shrinking never is.
+      const [kept] = (await splitters.listSummaries(accountId, 1, 0)).rows;
+      const current = await splitters.get(accountId, kept?.id ?? '');
+      assert.ok(current);
+      const fields = { name: current.name, config: current.config, updated_at: current.updated_at };
+      const grown = { ...fields, config: big.config, updated_at: new Date() };
+      const outcome = await splitters.update(accountId, current.id, fields, grown, limits);
+      assert.equal(typeof outcome === 'object' && outcome.limit, 'splitterBytes');
+      assert.equal((await splitters.get(accountId, current.id))?.config, current.config);
     });
 
     test('tasks: insert with pieces, get, list newest first filtered by status', async () => {

@@ -3,14 +3,8 @@
  * work (the TaskQueue only says who works on what now); the runner's writes are fenced by the
  * lease token recorded when it claimed the task.
  */
-import {
-  sql,
-  type ExpressionBuilder,
-  type Insertable,
-  type Kysely,
-  type Transaction,
-  type Updateable,
-} from 'kysely';
+import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Updateable } from 'kysely';
+import { lockAccount } from '../storage/account-lock.js';
 import { fetchPage } from '../storage/paging.js';
 import type {
   Database,
@@ -533,11 +527,6 @@ export class TaskStore {
 }
 
 /** Locks an account's row: admissions and claims of one account wait for each other, on every node. */
-async function lockAccount(trx: Transaction<Database>, accountId: string): Promise<void> {
-  // NO KEY UPDATE: inserts elsewhere that only reference the account (KEY SHARE) are not blocked.
-  await trx.selectFrom('accounts').select('id').where('id', '=', accountId).forNoKeyUpdate().execute();
-}
-
 /** The refusal of a new task of `characters` characters by `quotas` given the account's `usage`, if any (queued tasks first). */
 function quotaRefusal(
   { pendingTasks, processingTasks, charactersToday }: AccountUsage,

@@ -3,15 +3,21 @@
  * migration (spec 3.2 and 4.4; migrateV2 follows the same flow one version lower).
  */
 import { randomUUID } from 'node:crypto';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { z } from 'zod';
 import { pageSchema } from '../common/paging.js';
+import {
+  storageLimitExceeded,
+  UNLIMITED_STORAGE,
+  type StorageLimits,
+  type StorageRefusal,
+} from '../common/storage-limits.js';
 import { AppError, errors } from '../errors/app-error.js';
 import { parseInput, storableString } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import type { VoiceRow, VoiceStatus, VoiceVersion } from '../storage/schema.js';
 import { voiceBindingSchema, type EngineCatalog, type VoiceBinding } from './voice-binding.js';
-import type { VoiceStore } from './voice-store.js';
+import type { VoiceStore, VoiceUsage } from './voice-store.js';
 
 export const VOICE_VERSIONS: readonly VoiceVersion[] = ['v1.0', 'v2.0', 'v3.0', 'v4.0'];
 
@@ -70,6 +76,7 @@ export class VoiceService {
     private readonly store: VoiceStore,
     private readonly engines: EngineCatalog,
     private readonly blobs: BlobStore,
+    private readonly limits: StorageLimits = UNLIMITED_STORAGE,
   ) {}
 
   /** Creates a voice from an API request; only v3.0 (default) and v4.0 may be created this way. */
@@ -120,10 +127,13 @@ export class VoiceService {
       description: v.description ?? '',
       engine: JSON.stringify(engine),
       with_lora: v.withLora ?? false,
+      lora_bytes: '0',
+      lora_key: null,
       created_at: now,
       updated_at: now,
     };
-    await this.store.insert(row);
+    const refused = await this.store.insert(row, this.limits);
+    if (refused !== undefined) throw storageLimitExceeded(refused);
     return toVoice(row);
   }
 
@@ -177,12 +187,61 @@ export class VoiceService {
     await this.blobs.deletePrefix(`voices/${id}/`);
   }
 
-  /** Stores a professional-cloning sample archive; the voice then has LoRA artifacts. */
-  async uploadLora(accountId: string, id: string, archive: Readable): Promise<Voice> {
-    await this.requireRow(accountId, id);
-    await this.blobs.put(`voices/${id}/lora.bin`, archive, 'application/octet-stream');
-    if (!(await this.store.setLora(accountId, id))) throw errors.notFound('VOICE_NOT_FOUND', `voice ${id}`);
+  /** The account's voices and the bytes of their uploaded samples (account info). */
+  async usage(accountId: string): Promise<VoiceUsage> {
+    return this.store.usage(accountId);
+  }
+
+  /**
+   * Stores a professional-cloning sample archive; the voice then has LoRA artifacts. The archive goes
+   * to a new key and replaces the voice's previous one only once it is stored whole and counted
+   * within the account's upload limit: a refused or broken upload leaves the voice as it was.
+   * `declaredBytes` (Content-Length) lets an upload past the limit be refused before it is read.
+   */
+  async uploadLora(accountId: string, id: string, archive: Readable, declaredBytes?: number): Promise<Voice> {
+    const row = await this.requireRow(accountId, id);
+    const allowance = await this.uploadAllowance(accountId, row, declaredBytes);
+    const key = `voices/${id}/lora-${randomUUID()}.bin`;
+    let bytes = 0;
+    // Pulled by the store as it writes, so the limit's error reaches the write that is under way.
+    const counted = Readable.from(
+      (async function* count() {
+        for await (const chunk of archive as AsyncIterable<Buffer>) {
+          bytes += chunk.length;
+          if (bytes > allowance.left) throw storageLimitExceeded({ ...allowance.refusal, adding: bytes });
+          yield chunk;
+        }
+      })(),
+      { objectMode: false },
+    );
+    const stored = await this.blobs.put(key, counted, 'application/octet-stream').then(
+      () => this.store.recordUpload(accountId, id, { key, bytes }, this.limits),
+      async (err: unknown) => {
+        await this.blobs.delete(key).catch(() => undefined);
+        throw err;
+      },
+    );
+    if (stored === 'gone' || !('replaced' in stored)) {
+      await this.blobs.delete(key).catch(() => undefined);
+      if (stored === 'gone') throw errors.notFound('VOICE_NOT_FOUND', `voice ${id}`);
+      throw storageLimitExceeded(stored);
+    }
+    if (stored.replaced !== null) await this.blobs.delete(stored.replaced).catch(() => undefined);
     return this.get(accountId, id);
+  }
+
+  /** How many bytes an upload to `row` may hold (its own previous sample is replaced, so it does not count). */
+  private async uploadAllowance(
+    accountId: string,
+    row: VoiceRow,
+    declaredBytes: number | undefined,
+  ): Promise<{ left: number; refusal: StorageRefusal }> {
+    const max = this.limits.uploadBytes;
+    if (max === 0) return { left: Infinity, refusal: { limit: 'uploadBytes', max, used: 0, adding: 0 } };
+    const used = (await this.store.usage(accountId)).uploadBytes - Number(row.lora_bytes);
+    const refusal: StorageRefusal = { limit: 'uploadBytes', max, used, adding: declaredBytes ?? 0 };
+    if (declaredBytes !== undefined && used + declaredBytes > max) throw storageLimitExceeded(refusal);
+    return { left: Math.max(0, max - used), refusal };
   }
 
   /**

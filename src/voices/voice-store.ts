@@ -1,13 +1,78 @@
-/** Database access for voice characters. */
-import type { Kysely } from 'kysely';
+/**
+ * Database access for voice characters. Writes that add voices or uploaded bytes check the
+ * account's storage limits under the account's lock, so concurrent writes never pass a limit together.
+ */
+import { sql, type Kysely, type Transaction } from 'kysely';
+import { storageRefusal, type StorageLimits, type StorageRefusal } from '../common/storage-limits.js';
+import { lockAccount } from '../storage/account-lock.js';
 import { fetchPage } from '../storage/paging.js';
 import type { Database, NewVoiceRow, VoiceRow, VoiceVersion } from '../storage/schema.js';
+
+/** An account's voices and the bytes of their uploaded samples. */
+export interface VoiceUsage {
+  voices: number;
+  uploadBytes: number;
+}
+
+/** A recorded upload, with the key of the sample it replaced (to delete), if any. */
+export type UploadOutcome = { replaced: string | null } | StorageRefusal | 'gone';
+
+type Db = Kysely<Database> | Transaction<Database>;
 
 export class VoiceStore {
   constructor(private readonly db: Kysely<Database>) {}
 
-  async insert(row: NewVoiceRow): Promise<void> {
-    await this.db.insertInto('voices').values(row).execute();
+  /** Inserts `row` unless the account's voice limit refuses it; the refusal is returned, nothing written. */
+  async insert(row: NewVoiceRow, limits?: StorageLimits): Promise<StorageRefusal | undefined> {
+    if (limits === undefined || limits.voices === 0) {
+      await this.db.insertInto('voices').values(row).execute();
+      return undefined;
+    }
+    // One read first: an account flooding past its limit holds no lock for its refusals.
+    const early = storageRefusal(limits, await usage(this.db, row.account_id), { voices: 1 });
+    if (early !== undefined) return early;
+    return this.db.transaction().execute(async (trx) => {
+      await lockAccount(trx, row.account_id);
+      const refused = storageRefusal(limits, await usage(trx, row.account_id), { voices: 1 });
+      if (refused === undefined) await trx.insertInto('voices').values(row).execute();
+      return refused;
+    });
+  }
+
+  async usage(accountId: string): Promise<VoiceUsage> {
+    return usage(this.db, accountId);
+  }
+
+  /**
+   * Records that voice `id`'s sample is now `bytes` bytes at `key`, unless that takes the account's
+   * uploads past `limits` (the voice's previous sample no longer counts). 'gone': deleted meanwhile.
+   */
+  async recordUpload(
+    accountId: string,
+    id: string,
+    upload: { key: string; bytes: number },
+    limits: StorageLimits,
+  ): Promise<UploadOutcome> {
+    return this.db.transaction().execute(async (trx): Promise<UploadOutcome> => {
+      await lockAccount(trx, accountId);
+      const row = await trx
+        .selectFrom('voices')
+        .select(['with_lora', 'lora_bytes', 'lora_key'])
+        .where('id', '=', id)
+        .where('account_id', '=', accountId)
+        .executeTakeFirst();
+      if (row === undefined) return 'gone';
+      const others = (await usage(trx, accountId)).uploadBytes - Number(row.lora_bytes);
+      const refused = storageRefusal(limits, { uploadBytes: others }, { uploadBytes: upload.bytes });
+      if (refused !== undefined) return refused;
+      await trx
+        .updateTable('voices')
+        .set({ with_lora: true, lora_bytes: upload.bytes, lora_key: upload.key, updated_at: new Date() })
+        .where('id', '=', id)
+        .where('account_id', '=', accountId)
+        .execute();
+      return { replaced: row.lora_key ?? (row.with_lora ? `voices/${id}/lora.bin` : null) };
+    });
   }
 
   async get(accountId: string, id: string): Promise<VoiceRow | undefined> {
@@ -47,16 +112,6 @@ export class VoiceStore {
     return result.numDeletedRows > 0n;
   }
 
-  async setLora(accountId: string, id: string): Promise<boolean> {
-    const result = await this.db
-      .updateTable('voices')
-      .set({ with_lora: true, updated_at: new Date() })
-      .where('id', '=', id)
-      .where('account_id', '=', accountId)
-      .executeTakeFirst();
-    return result.numUpdatedRows > 0n;
-  }
-
   /**
    * Moves a ready, non-LoRA voice from one of `from` to `to` in one conditional UPDATE, so of many
    * concurrent calls exactly one succeeds. Returns whether this call changed the row.
@@ -78,4 +133,13 @@ export class VoiceStore {
       .executeTakeFirst();
     return result.numUpdatedRows > 0n;
   }
+}
+
+async function usage(db: Db, accountId: string): Promise<VoiceUsage> {
+  const row = await db
+    .selectFrom('voices')
+    .select([sql<string>`count(*)`.as('n'), sql<string>`coalesce(sum(lora_bytes), 0)`.as('bytes')])
+    .where('account_id', '=', accountId)
+    .executeTakeFirst();
+  return { voices: Number(row?.n ?? 0), uploadBytes: Number(row?.bytes ?? 0) };
 }

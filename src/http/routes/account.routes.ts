@@ -1,24 +1,38 @@
 /**
- * GET /api/account/info: the authenticated account, with its quotas and current usage (issue 11
- * finding 3), in the hosted API's shape (src/accounts/account-info.ts). Its clients read the
- * account from top-level `user`; our envelope's `data` carries the same object.
+ * GET /api/account/info: the authenticated account, with its quotas, storage limits and current
+ * usage, in the hosted API's shape (src/accounts/account-info.ts). Its clients read the account
+ * from top-level `user`; our envelope's `data` carries the same object.
  */
 import type { FastifyInstance } from 'fastify';
 import { accountInfo } from '../../accounts/account-info.js';
+import type { StorageLimits, StorageUsage } from '../../common/storage-limits.js';
 import type { AccountQuotaReport } from '../../tasks/task-service.js';
 import { accountOf } from '../auth.js';
 import { ok } from '../envelope.js';
 import { accountSchema } from '../api-schemas.js';
 
-/** The account info routes; `quotaReport` gives an account's quotas and usage. */
-export function accountRoutes(
-  quotaReport: (accountId: string) => Promise<AccountQuotaReport>,
-  nodeConcurrency: number,
-) {
+/** Where account info comes from. */
+export interface AccountReports {
+  /** An account's task quotas and its use of them. */
+  quotaReport(accountId: string): Promise<AccountQuotaReport>;
+  /** What an account stores, in the units of `storageLimits`. */
+  storageUsage(accountId: string): Promise<StorageUsage>;
+  storageLimits: StorageLimits;
+  /** GENERATION_CONCURRENCY, for the hosted concurrency fields. */
+  nodeConcurrency: number;
+}
+
+/** The account info routes. */
+export function accountRoutes(reports: AccountReports) {
   return async (app: FastifyInstance): Promise<void> => {
     app.get('/api/account/info', { schema: accountSchema }, async (request) => {
       const account = accountOf(request);
-      const user = accountInfo(account, await quotaReport(account.id), nodeConcurrency);
+      const [quotas, stored] = await Promise.all([
+        reports.quotaReport(account.id),
+        reports.storageUsage(account.id),
+      ]);
+      const storage = { limits: reports.storageLimits, usage: stored };
+      const user = accountInfo(account, quotas, storage, reports.nodeConcurrency);
       return { ...ok(user), user };
     });
   };

@@ -70,7 +70,9 @@ export function voiceRoutes(voices: VoiceService, uploadLimitBytes: number) {
           }
           const limited = body.pipe(limitBytes(uploadLimitBytes));
           body.on('error', (err) => limited.destroy(err));
-          return ok(await voices.uploadLora(accountOf(request).id, request.params.id, limited));
+          const length = request.headers['content-length'];
+          const declared = length === undefined ? undefined : Number(length);
+          return ok(await voices.uploadLora(accountOf(request).id, request.params.id, limited, declared));
         },
       );
 

@@ -4,10 +4,12 @@ import * as foundation from './0001-foundation.js';
 import * as tasks from './0002-tasks.js';
 import * as taskLeases from './0003-task-leases.js';
 import * as accountQuotas from './0004-account-quotas.js';
+import * as storageLimits from './0005-storage-limits.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-foundation': foundation,
   '0002-tasks': tasks,
   '0003-task-leases': taskLeases,
   '0004-account-quotas': accountQuotas,
+  '0005-storage-limits': storageLimits,
 };

@@ -1,0 +1,74 @@
+/**
+ * What one account may keep stored: splitter configurations (count and bytes), voices and the bytes
+ * of their uploaded samples. A request that would go past a limit is refused with 403
+ * BILLING_QUOTA_EXCEEDED (the hosted API's code for a spent allowance) before anything is written.
+ */
+import { AppError } from '../errors/app-error.js';
+
+/** Per-account storage limits; 0 = unlimited. */
+export interface StorageLimits {
+  /** Saved splitter configurations. */
+  splitters: number;
+  /** UTF-8 bytes of all saved splitter configurations together. */
+  splitterBytes: number;
+  voices: number;
+  /** Bytes of every uploaded voice sample (professional-cloning archives) together. */
+  uploadBytes: number;
+}
+
+export const UNLIMITED_STORAGE: StorageLimits = { splitters: 0, splitterBytes: 0, voices: 0, uploadBytes: 0 };
+
+/** What an account stores, in the units of StorageLimits. */
+export type StorageUsage = Record<keyof StorageLimits, number>;
+
+/** Which limit a write would pass, with what the account already uses of it. */
+export interface StorageRefusal {
+  limit: keyof StorageLimits;
+  max: number;
+  used: number;
+  /** What the refused write would have added. */
+  adding: number;
+}
+
+/** The first limit that `used` plus `adding` passes, if any. */
+export function storageRefusal(
+  limits: StorageLimits,
+  used: Partial<StorageUsage>,
+  adding: Partial<StorageUsage>,
+): StorageRefusal | undefined {
+  for (const limit of Object.keys(adding) as (keyof StorageLimits)[]) {
+    const max = limits[limit];
+    const add = adding[limit] ?? 0;
+    const now = used[limit] ?? 0;
+    if (max > 0 && add > 0 && now + add > max) return { limit, max, used: now, adding: add };
+  }
+  return undefined;
+}
+
+const UNITS: Record<keyof StorageLimits, string> = {
+  splitters: 'splitter configurations',
+  splitterBytes: 'bytes of splitter configurations',
+  voices: 'voices',
+  uploadBytes: 'bytes of uploaded voice samples',
+};
+
+/** 403 BILLING_QUOTA_EXCEEDED naming the limit, what is used of it and what the request would add. */
+export function storageLimitExceeded(refusal: StorageRefusal): AppError {
+  const unit = UNITS[refusal.limit];
+  return new AppError(
+    'BILLING_QUOTA_EXCEEDED',
+    `storage limit reached: the account has ${refusal.used} of at most ${refusal.max} ${unit} ` +
+      `and this request adds ${refusal.adding}; delete some first`,
+  );
+}
+
+/** A limit as account info reports it: null when unlimited. */
+export function reportedLimits(limits: StorageLimits): Record<keyof StorageLimits, number | null> {
+  const shown = (n: number): number | null => (n > 0 ? n : null);
+  return {
+    splitters: shown(limits.splitters),
+    splitterBytes: shown(limits.splitterBytes),
+    voices: shown(limits.voices),
+    uploadBytes: shown(limits.uploadBytes),
+  };
+}
