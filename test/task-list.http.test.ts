@@ -1,6 +1,7 @@
-// Regression test of issue 11, finding 5: task lists carried every task's full texts (8 concurrent
-// list calls pushed RSS to 3.35 GB). Lists answer summaries bounded by the page size; the detail
-// endpoint keeps the whole record; limit is 1–50 (default 20). Tasks run against a remote engine
+// Task lists once carried every task's full texts (8 concurrent list calls pushed RSS to 3.35 GB).
+// Lists answer summaries bounded by the page size: each task's first 20 contents with texts cut to
+// 200 characters and their audio URLs (clients show a history from them); the detail endpoint
+// keeps the whole record; limit is 1–50 (default 20). Tasks run against a remote engine
 // that answers 503, so they fail at once instead of synthesising two million characters.
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -76,7 +77,7 @@ async function list(query = '') {
   return t.app.http.inject({ method: 'GET', url: `/api/tts/generate${query}`, headers: bearer(t.key) });
 }
 
-describe('task list summaries (issue 11, finding 5)', () => {
+describe('task list summaries', () => {
   it('lists a task of 200 × 10,000 characters as a small summary; detail keeps every text', async () => {
     const texts = Array.from({ length: CONTENTS }, (_, i) => pieceText(i));
     const id = await createTask(texts.map((text) => ({ type: 'text', text, voiceId })));
@@ -84,8 +85,8 @@ describe('task list summaries (issue 11, finding 5)', () => {
 
     const res = await list('?stream=true');
     assert.equal(res.statusCode, 200, res.body);
-    assert.ok(res.rawPayload.length < 5 * 1024, `list body is ${res.rawPayload.length} bytes for one task`);
-    assert.ok(!res.body.includes('zebra') && !res.body.includes('marker'), 'no text in the list');
+    assert.ok(res.rawPayload.length < 16 * 1024, `list body is ${res.rawPayload.length} bytes for one task`);
+    assert.ok(!res.body.includes('Piece-020-marker'), 'only the first 20 contents are listed');
     const body = res.json<{ data: TaskSummaryView[]; total: number }>();
     assert.equal(body.total, 1);
     const summary = body.data[0];
@@ -98,6 +99,13 @@ describe('task list summaries (issue 11, finding 5)', () => {
     assert.match(String(summary.error), /the speech engine failed \(engine error\)/);
     assert.match(String(summary.streamUrl), new RegExp(`/api/tts/generate/${id}/stream\\.mp3\\?auth=`));
     assert.deepEqual(summary.metadata, {
+      contents: texts.slice(0, 20).map((text, index) => ({
+        index,
+        type: 'text',
+        text: text.slice(0, 200),
+        textTruncated: true,
+        voiceId,
+      })),
       characters: CONTENTS * TEXT_LENGTH,
       contentsCount: CONTENTS,
       voices: [(await t.app.services.voices.get(t.accountId, voiceId)) as unknown],
@@ -136,6 +144,41 @@ describe('task list summaries (issue 11, finding 5)', () => {
       const res = await list(query);
       assert.equal(res.statusCode, 400, query);
       assert.equal(res.json<{ code: string }>().code, 'VALIDATION_INVALID_VALUE', query);
+    }
+  });
+
+  it("lists a generated task with its contents' texts and audio URLs, as history views read them", async () => {
+    const made = await t.app.http.inject({
+      method: 'POST',
+      url: '/api/voice',
+      headers: bearer(t.key),
+      payload: { name: 'Embedded' },
+    });
+    const embedded = made.json<{ data: { id: string } }>().data.id;
+    const long = `${'word '.repeat(60)}end.`;
+    const id = await createTask([
+      { text: 'Hello there.', voiceId: embedded },
+      { text: long, voiceId: embedded },
+    ]);
+    await waitFinished(id);
+    const listed = (await list()).json<{ data: TaskSummaryView[] }>().data.find((x) => x.id === id);
+    assert.ok(listed);
+    assert.equal(listed.status, 'generated');
+    const [first, second] = listed.metadata.contents;
+    assert.equal(first?.text, 'Hello there.');
+    assert.equal(first?.textTruncated, false);
+    assert.equal(second?.text, [...long].slice(0, 200).join(''));
+    assert.equal(second?.textTruncated, true);
+    assert.equal(listed.metadata.contentsCount, 2);
+    for (const content of [first, second]) {
+      assert.ok(content?.audio, 'a generated content lists its audio URL');
+      assert.ok((content.duration ?? 0) > 0);
+      const audio = await t.app.http.inject({
+        method: 'GET',
+        url: new URL(content.audio).pathname + new URL(content.audio).search,
+      });
+      assert.equal(audio.statusCode, 200);
+      assert.equal(audio.headers['content-type'], 'audio/mpeg');
     }
   });
 });

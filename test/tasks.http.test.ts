@@ -440,10 +440,10 @@ describe('listing', () => {
         (x) =>
           x.metadata.contentsCount === 1 &&
           x.metadata.voices.length === 1 &&
-          !('contents' in x.metadata) &&
+          x.metadata.contents.length === 1 &&
           !('request' in x.metadata),
       ),
-      'lists carry summaries: counts, not the contents (issue 11, finding 5)',
+      'lists carry summaries: counts and the first contents, never the request echo',
     );
 
     const page = await list('?limit=2&offset=1');

@@ -420,9 +420,20 @@ const taskDetailSchema = z.object({
   billing: z.object({ unit: z.literal('character'), characters: z.int(), credits: z.number() }),
   estimatedDuration: z.number().describe('Seconds of audio expected'),
 });
+const listedContentSchema = z.object({
+  index: z.int(),
+  type: z.literal('text'),
+  text: z.string().describe('The first 200 characters of the text'),
+  textTruncated: z.boolean().describe('True when the text is longer (the detail has it whole)'),
+  voiceId: z.string(),
+  audio: z.string().optional().describe("The piece's stored MP3, once generated"),
+  duration: z.number().optional().describe('Seconds of audio, once generated (our extension)'),
+  generatedAt: timestamp.optional(),
+});
 const taskSummarySchema = z.object({
   ...taskBase,
   metadata: z.object({
+    contents: z.array(listedContentSchema).describe('The first 20 contents (all of them: the detail)'),
     characters: z.int(),
     contentsCount: z.int(),
     voices: z.array(taskVoice),
@@ -469,7 +480,8 @@ export const taskSchemas = {
   }),
   list: route({
     summary: 'List tasks',
-    description: 'Summaries (no texts; `contentsCount` instead), newest first.',
+    description:
+      'Summaries, newest first: each task with its first 20 contents (texts cut to 200 characters, `textTruncated` when cut, audio URLs, no parameters), `contentsCount`, and no request echo, so a page stays small whatever its tasks hold.',
     tags: ['tasks'],
     access: 'apiKey',
     querystring: taskListQuerySchema,

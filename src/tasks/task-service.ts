@@ -26,6 +26,7 @@ import {
   type AccountQuotas,
   type Admission,
   type TaskStore,
+  type ListedPieceRow,
   type TaskSummaryRow,
 } from './task-store.js';
 
@@ -101,13 +102,30 @@ export interface TaskView extends TaskViewBase {
   };
 }
 
+/** Contents a list entry shows, and the characters of each text it shows. */
+export const LISTED_CONTENTS = { count: 20, textChars: 200 } as const;
+
+/** A content as a list entry shows it: its text cut to LISTED_CONTENTS.textChars, no parameters. */
+export interface ListedContentView {
+  index: number;
+  type: 'text';
+  text: string;
+  /** True when `text` is the start of a longer text (the detail has it whole). */
+  textTruncated: boolean;
+  voiceId: string;
+  audio?: string;
+  duration?: number;
+  generatedAt?: string;
+}
+
 /**
- * A task as the list shows it (issue 11, finding 5): the record without its texts, per-piece
- * array or request echo — `contentsCount` instead — so a page's size is bounded by its length.
- * The whole record is the detail endpoint's.
+ * A task as the list shows it: its first LISTED_CONTENTS.count contents with their texts cut and
+ * their audio URLs, `contentsCount`, no parameters or request echo, so a page's size is bounded by
+ * its length whatever its tasks hold. The whole record is the detail endpoint's.
  */
 export interface TaskSummaryView extends TaskViewBase {
   metadata: {
+    contents: ListedContentView[];
     characters: number;
     contentsCount: number;
     voices: TaskVoice[];
@@ -322,6 +340,12 @@ export class TaskService implements StreamTaskLookup {
   ): Promise<{ items: TaskSummaryView[]; total: number }> {
     const q = parseInput(taskListQuerySchema, query);
     const { rows, total } = await this.store.list(accountId, q.limit, q.offset, q.status);
+    const { count, textChars } = LISTED_CONTENTS;
+    const pieces = await this.store.firstPieces(
+      rows.map((row) => row.id),
+      count,
+      textChars,
+    );
     // One voice query for the whole page.
     const voices = new Map(
       (
@@ -335,6 +359,7 @@ export class TaskService implements StreamTaskLookup {
       this.summaryView(
         row,
         row.voiceIds.flatMap((id) => voices.get(id) ?? []),
+        pieces.get(row.id) ?? [],
         q.stream === 'true',
       ),
     );
@@ -475,7 +500,12 @@ export class TaskService implements StreamTaskLookup {
     return view;
   }
 
-  private summaryView(task: TaskSummaryRow, voices: TaskVoice[], withStream: boolean): TaskSummaryView {
+  private summaryView(
+    task: TaskSummaryRow,
+    voices: TaskVoice[],
+    pieces: ListedPieceRow[],
+    withStream: boolean,
+  ): TaskSummaryView {
     const view: TaskSummaryView = {
       id: task.id,
       userId: task.account_id,
@@ -483,6 +513,7 @@ export class TaskService implements StreamTaskLookup {
       type: task.type,
       createdAt: task.created_at.toISOString(),
       metadata: {
+        contents: pieces.map((p) => this.listedContent(task, p)),
         characters: task.characters,
         contentsCount: task.contentsCount,
         voices,
@@ -493,6 +524,23 @@ export class TaskService implements StreamTaskLookup {
     if (task.error) view.error = task.error;
     if (withStream) view.streamUrl = this.streamUrl(task.id, task.auth_token);
     return view;
+  }
+
+  private listedContent(task: TaskSummaryRow, p: ListedPieceRow): ListedContentView {
+    const chars = [...p.text];
+    const cut = chars.length > LISTED_CONTENTS.textChars;
+    const content: ListedContentView = {
+      index: p.idx,
+      type: 'text',
+      text: cut ? chars.slice(0, LISTED_CONTENTS.textChars).join('') : p.text,
+      textTruncated: cut,
+      voiceId: p.voice_id,
+    };
+    if (p.audio_key) content.audio = this.audioUrl(task.id, task.auth_token, p.idx);
+    const samples = Number(p.samples ?? 0);
+    if (p.status === 'generated' && samples > 0) content.duration = samples / CANONICAL_RATE;
+    if (p.generated_at) content.generatedAt = p.generated_at.toISOString();
+    return content;
   }
 
   private async detailView(

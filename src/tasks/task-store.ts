@@ -40,6 +40,12 @@ export type TaskSummaryRow = Pick<TaskRow, (typeof SUMMARY_COLUMNS)[number]> & {
   voiceIds: string[];
 };
 
+/** A piece as a task list shows it: no params, its text cut (see TaskStore.firstPieces). */
+export type ListedPieceRow = Pick<
+  TaskContentRow,
+  'task_id' | 'idx' | 'text' | 'voice_id' | 'status' | 'samples' | 'audio_key' | 'generated_at'
+>;
+
 /** The columns of a task its stream and audio routes need (never the request echo): a cheap read per stream request. */
 const STREAM_COLUMNS = ['id', 'account_id', 'status', 'auth_token', 'audio_key', 'worker_url'] as const;
 
@@ -281,6 +287,42 @@ export class TaskStore {
       };
     });
     return { rows, total: page.total };
+  }
+
+  /**
+   * The first `count` pieces of each of `taskIds`, each text cut to `chars` + 1 characters (so a
+   * caller can tell a cut text from one exactly `chars` long): what a list shows of its tasks' contents.
+   */
+  async firstPieces(
+    taskIds: readonly string[],
+    count: number,
+    chars: number,
+  ): Promise<Map<string, ListedPieceRow[]>> {
+    const out = new Map<string, ListedPieceRow[]>();
+    if (taskIds.length === 0) return out;
+    const rows = await this.db
+      .selectFrom('task_contents')
+      .select([
+        'task_id',
+        'idx',
+        sql<string>`left(text, ${chars + 1})`.as('text'),
+        'voice_id',
+        'status',
+        'samples',
+        'audio_key',
+        'generated_at',
+      ])
+      .where('task_id', 'in', [...taskIds])
+      .where('idx', '<', count)
+      .orderBy('task_id')
+      .orderBy('idx')
+      .execute();
+    for (const row of rows) {
+      const pieces = out.get(row.task_id) ?? [];
+      pieces.push(row);
+      out.set(row.task_id, pieces);
+    }
+    return out;
   }
 
   /** Deletes a finished task (not pending/processing); false when there was no such deletable row. */
