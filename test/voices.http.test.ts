@@ -69,7 +69,7 @@ describe('voices', () => {
         400,
         'VALIDATION_INVALID_VALUE',
       ],
-      [{ name: 'x', language: 'xx-nope' }, 400, 'VALIDATION_INVALID_VALUE'],
+      [{ name: 'x', language: 42 }, 400, 'VALIDATION_INVALID_VALUE'],
     ];
     for (const [payload, status, code] of cases) {
       const res = await t.app.http.inject({
@@ -94,6 +94,35 @@ describe('voices', () => {
     });
     assert.equal(ok.statusCode, 200);
     assert.equal(ok.json<{ data: { version: string } }>().data.version, 'v4.0');
+  });
+
+  it('keeps known languages and makes auto of auto and unknown ones, as the hosted API does', async () => {
+    const create = async (payload: object) => {
+      const res = await t.app.http.inject({
+        method: 'POST',
+        url: '/api/voice',
+        headers: bearer(t.key),
+        payload,
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      return res.json<{ data: { language: string; engine: { engine: string; voice: string } } }>().data;
+    };
+    // An MCP server's cloned voice: auto, v3.0 and a prompt data URL (fields we do not use are ignored).
+    const cloned = await create({
+      name: 'Cloned',
+      language: 'auto',
+      modelVersion: 'v3.0',
+      prompt: 'data:audio/wav;base64,UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=',
+    });
+    assert.deepEqual(
+      [cloned.language, cloned.engine.engine, cloned.engine.voice],
+      ['auto', 'espeak', 'en-us'],
+    );
+    for (const unknown of ['xx-nope', 'klingon', 'AUTO', '']) {
+      assert.equal((await create({ name: 'x', language: unknown })).language, 'auto', unknown);
+    }
+    const german = await create({ name: 'German', language: 'de' });
+    assert.deepEqual([german.language, german.engine.voice], ['de', 'de']);
   });
 
   it('lists newest first with total, gets, deletes; every path also under /api/tts/voice', async () => {

@@ -171,7 +171,7 @@ export const voiceSchemas = {
   create: route({
     summary: 'Create a voice',
     description:
-      'A v3.0 voice (v4.0 when asked) bound to an engine voice; without `engine`, the embedded engine’s voice for `language`.',
+      'A v3.0 voice (v4.0 when asked) bound to an engine voice; without `engine`, the embedded engine’s voice for `language`. `language` is kept when it is a language tag the engine speaks; `auto`, and any language it does not know, is kept as `auto` (the voice then speaks with the embedded English voice as its prior), as the hosted API does.',
     tags: ['voices'],
     access: 'apiKey',
     body: createVoiceBody,

@@ -44,17 +44,26 @@ export interface Voice {
 /** A voice as a task record lists it: the voice, or its id when it has been deleted since. */
 export type TaskVoice = Voice | { id: string; idForGenerate: string; deleted: true };
 
-/** A language tag such as en or en-GB (voice create and operator import). */
+/** The language of a voice that speaks whatever its text is in, with its engine's own language as the prior. */
+export const AUTO_LANGUAGE = 'auto';
+
+const LANGUAGE_TAG = /^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$/;
+
+/** A language tag such as en or en-GB, or `auto` (operator import: anything else is refused). */
 export const languageSchema = z
   .string()
-  .regex(/^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$/, 'must be a language tag such as en or en-GB');
+  .refine(
+    (tag) => tag.toLowerCase() === AUTO_LANGUAGE || LANGUAGE_TAG.test(tag),
+    'must be a language tag such as en or en-GB, or auto',
+  );
 
 export const createVoiceSchema = z.object({
   // Stored strings refuse NUL and other control characters (issue 11 finding 8).
   name: storableString().trim().min(1).max(100),
   engine: voiceBindingSchema.optional(),
   modelVersion: z.string().optional(),
-  language: languageSchema.optional(),
+  // The hosted API takes any language and keeps the ones it knows (unknown ones become auto).
+  language: storableString().max(64).optional(),
   description: storableString().max(1000).optional(),
 });
 
@@ -92,10 +101,26 @@ export class VoiceService {
     return this.insert(accountId, {
       name: input.name,
       version: input.modelVersion ?? 'v3.0',
-      language: input.language,
+      language: this.knownLanguage(input.language, input.engine !== undefined),
       description: input.description,
       engine: input.engine,
     });
+  }
+
+  /**
+   * The language a create request's `language` is kept as: `auto` for `auto` and for what is not a
+   * language tag or (when the embedded engine picks the voice) not a language it speaks.
+   */
+  private knownLanguage(language: string | undefined, engineGiven: boolean): string | undefined {
+    if (language === undefined) return undefined;
+    if (language.toLowerCase() === AUTO_LANGUAGE || !LANGUAGE_TAG.test(language)) return AUTO_LANGUAGE;
+    if (engineGiven) return language;
+    try {
+      this.engines.defaultBinding(language);
+      return language;
+    } catch {
+      return AUTO_LANGUAGE;
+    }
   }
 
   /** Imports a voice of any version, with or without professional-cloning artifacts (operator CLI). */
@@ -113,8 +138,9 @@ export class VoiceService {
     accountId: string,
     v: Partial<VoiceImport> & Pick<VoiceImport, 'name' | 'version'>,
   ): Promise<Voice> {
-    const language = v.language ?? 'en';
-    const engine = v.engine ?? this.engines.defaultBinding(language);
+    const language = v.language?.toLowerCase() === AUTO_LANGUAGE ? AUTO_LANGUAGE : (v.language ?? 'en');
+    // An auto voice speaks with the embedded engine's English voice as its prior.
+    const engine = v.engine ?? this.engines.defaultBinding(language === AUTO_LANGUAGE ? 'en' : language);
     this.engines.validateBinding(engine);
     const now = new Date();
     const row: VoiceRow = {
