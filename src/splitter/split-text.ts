@@ -7,6 +7,8 @@
  *    forms a bracket marker; its inner text, split on `,`, `|` or whitespace (empty tags dropped), is
  *    matched against lookupTable entries in declaration order, the first match winning.
  * Markers are never spoken; utterance text is trimmed and empty utterances are dropped.
+ * Text, placeholder keys and lookup tags are compared in Unicode normal form C (NFC), so a marker
+ * typed decomposed matches one saved composed; utterance texts and markers come out in NFC.
  *
  * Decisions where the spec is silent:
  * - "Params in force" is a running state independent of what is spoken: a marker's params are the
@@ -262,9 +264,12 @@ class LookupIndex {
       this.params.push(params);
       for (const element of tags) {
         if (typeof element === 'string') {
-          if (!this.firstSingle.has(element)) this.firstSingle.set(element, entry);
+          const tag = element.normalize('NFC');
+          if (!this.firstSingle.has(tag)) this.firstSingle.set(tag, entry);
         } else if (Array.isArray(element) && element.length > 0) {
-          const distinct = new Set(element);
+          const distinct = new Set(
+            element.map((tag) => (typeof tag === 'string' ? tag.normalize('NFC') : tag)),
+          );
           // The empty tag is never present (parseTags drops it), so such an element never matches.
           if ([...distinct].some((tag) => typeof tag !== 'string' || tag === '')) continue;
           const id = this.allOfEntry.length;
@@ -320,8 +325,15 @@ export function parseTags(inner: string): string[] {
  * Splits `text` into utterances bound to params by the placeholders, bracket markers and fallback of
  * `config`. Throws 400 VALIDATION_TOO_LONG when the text holds more than `options.maxMarkers` markers.
  */
-export function splitText(text: string, config: SplitterConfig, options: SplitOptions = {}): Utterance[] {
-  const placeholderParams = new Map<string, UtteranceParams>(placeholderEntries(config));
+export function splitText(written: string, config: SplitterConfig, options: SplitOptions = {}): Utterance[] {
+  // One form for text, keys and tags: a marker typed decomposed (NFD) matches one saved composed.
+  const text = written.normalize('NFC');
+  const placeholderParams = new Map<string, UtteranceParams>();
+  for (const [key, params] of placeholderEntries(config)) {
+    const normal = key.normalize('NFC');
+    // Two keys that differ only in form are one marker; the first written wins, as for lookup tags.
+    if (!placeholderParams.has(normal)) placeholderParams.set(normal, params);
+  }
   const keyLengthAt = longestKeyAt(text, [...placeholderParams.keys()]);
   const brackets = new Brackets(text, config);
   const lookup = new LookupIndex(config);
