@@ -16,6 +16,7 @@ import { S3BlobStore } from './storage/blob-store.s3.js';
 import type { BlobStore } from './storage/blob-store.js';
 import { openDatabase, type DatabaseHandle } from './storage/database.js';
 import { createHttpSessionRelay } from './stream/session-relay.http.js';
+import { clusterSecret } from './storage/cluster-secret.js';
 import { RedisSessionOwnership } from './stream/session-ownership.redis.js';
 import type { StreamCluster } from './stream/stream-service.js';
 import { MemoryTaskEvents } from './tasks/task-events.memory.js';
@@ -36,6 +37,8 @@ export interface Adapters {
   rateLimitStore: RateLimitStore;
   /** Scale-out: this node's place in the cluster (session ownership, relays); undefined on one node. */
   cluster: StreamCluster | undefined;
+  /** The secret (shared through the database) that signs node-to-node stream relay requests. */
+  relaySecret: string;
   /** The URL tasks record as their generator: this node's NODE_URL in scale-out, else PUBLIC_URL. */
   nodeUrl: string;
   /** Readiness checks of the dependencies this node cannot serve without (/readyz), by name; each throws when unreachable. */
@@ -100,6 +103,7 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
   });
   closers.add(() => database.close());
   const close = () => closers.closeAll();
+  const relaySecret = await clusterSecret(database.db, 'stream-relay');
 
   const scaleOut = config.scaleOut;
   if (scaleOut === null) {
@@ -117,6 +121,7 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
       shortQueue: config.shortTasks === null ? undefined : new MemoryTaskQueue(),
       rateLimitStore: { kind: 'memory' },
       cluster: undefined,
+      relaySecret,
       readiness: { database: () => databaseAnswers(database) },
       nodeUrl: config.publicUrl,
       close,
@@ -190,9 +195,10 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
     cluster: {
       nodeUrl: scaleOut.nodeUrl,
       ownership,
-      relay: createHttpSessionRelay({ headersTimeoutMs: 30_000, retryAfterSeconds }),
+      relay: createHttpSessionRelay({ headersTimeoutMs: 30_000, retryAfterSeconds, secret: relaySecret }),
       retryAfterSeconds,
     },
+    relaySecret,
     nodeUrl: scaleOut.nodeUrl,
     readiness: {
       database: () => databaseAnswers(database),

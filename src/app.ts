@@ -244,6 +244,8 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       idleReclaimMs: config.streamIdleReclaimMs,
       cluster: adapters.cluster,
       bounds: config.streamSessions,
+      events: adapters.events,
+      relaySecret: adapters.relaySecret,
     });
     stream = streams;
     sources = {

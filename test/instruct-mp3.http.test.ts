@@ -12,6 +12,8 @@
 //    bytes it got (no JSON appended), later requests get STREAM_NOT_READY, nothing is left open.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { clusterSecret } from '../src/storage/cluster-secret.js';
+import { signRelay } from '../src/stream/relay-proof.js';
 import type { TaskDetailView } from '../src/tasks/task-service.js';
 import { ffmpegErrors, probeAudio } from './helpers/audio-check.js';
 import { startFaultUpstream, toneMp3, type FaultUpstream } from './helpers/fault-upstream.js';
@@ -19,7 +21,12 @@ import { readLive, send, type Reply } from './helpers/http-client.js';
 import { createTask, createVoice, startTestApp, waitForTask, type TestApp } from './helpers/test-app.js';
 
 const FAILED_MESSAGE = 'the speech engine failed (engine error)';
-const RELAY = { 'x-voicegen-relay': '1' };
+/** The relay header another node would send for `url` (signed with the cluster's secret). */
+async function relay(app: TestApp['app'], url: string): Promise<Record<string, string>> {
+  const secret = await clusterSecret(app.services.database.db, 'stream-relay');
+  const { pathname, search } = new URL(url);
+  return { 'x-voicegen-relay': signRelay(secret, `${pathname}${search}`) };
+}
 
 /** Whether a cut audio body ends in JSON (an error envelope appended after bytes: never allowed). */
 function endsInJson(reply: Reply): boolean {
@@ -172,21 +179,26 @@ describe('spec §8: an instruct/design piece on an MP3-delivering engine is forw
     assert.notEqual(probe0.bitRate, 320000, '…nor 320 kbps');
 
     // The finished session itself (as a relaying node reads it): 206 with the size, 416, If-Range.
-    const ranged = await send(url0, { headers: { ...RELAY, range: 'bytes=100-199' } });
+    const relayHeaders = await relay(t.app, url0);
+    const ranged = await send(url0, { headers: { ...relayHeaders, range: 'bytes=100-199' } });
     assert.equal(ranged.status, 206);
     assert.equal(ranged.headers.etag, etag, 'the same build');
     assert.equal(ranged.headers['content-range'], `bytes 100-199/${String(tone.length)}`);
     assert.ok(ranged.body.equals(tone.subarray(100, 200)));
-    const beyond = await send(url0, { headers: { ...RELAY, range: `bytes=${String(tone.length)}-` } });
+    const beyond = await send(url0, { headers: { ...relayHeaders, range: `bytes=${String(tone.length)}-` } });
     assert.equal(beyond.status, 416);
     assert.equal(beyond.headers['content-range'], `bytes */${String(tone.length)}`);
-    const otherBuild = await send(url0, { headers: { ...RELAY, range: 'bytes=0-9', 'if-range': '"other"' } });
+    const otherBuild = await send(url0, {
+      headers: { ...relayHeaders, range: 'bytes=0-9', 'if-range': '"other"' },
+    });
     assert.equal(otherBuild.status, 200);
     assert.equal(otherBuild.headers['content-length'], String(tone.length));
     assert.ok(otherBuild.body.equals(tone));
 
     // The plain piece, the full-task stream and the merged audio: 320 kbps 44.1 kHz as before.
-    const plain = await send(contentStreamUrl(streamUrl, 1), { headers: RELAY });
+    const plain = await send(contentStreamUrl(streamUrl, 1), {
+      headers: await relay(t.app, contentStreamUrl(streamUrl, 1)),
+    });
     assert.equal(plain.status, 200);
     const stored1 = await send(
       `${t.baseUrl}${local(task.metadata.contents[1]?.audio ?? assert.fail('no audio 1'))}`,

@@ -99,6 +99,12 @@ export interface TaskContentsTable {
   generated_at: Timestamp | null;
 }
 
+/** Settings every node shares, by name (e.g. the relay-signing secret). */
+export interface ClusterSettingsTable {
+  name: string;
+  value: string;
+}
+
 /** Characters of the tasks an account had accepted on one UTC day (the daily characters quota). */
 export interface AccountDailyUsageTable {
   account_id: string;
@@ -110,6 +116,7 @@ export interface AccountDailyUsageTable {
 export interface Database {
   tasks: TasksTable;
   task_contents: TaskContentsTable;
+  cluster_settings: ClusterSettingsTable;
   accounts: AccountsTable;
   api_keys: ApiKeysTable;
   voices: VoicesTable;

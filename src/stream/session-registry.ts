@@ -142,6 +142,24 @@ export class SessionRegistry {
     return session === undefined ? undefined : { session, release: session.acquire() };
   }
 
+  /** Whether any live session of `taskId` is here. */
+  hasTask(taskId: string): boolean {
+    for (const session of this.sessions.values())
+      if (this.owners.get(session)?.taskId === taskId) return true;
+    return false;
+  }
+
+  /** Destroys every session of `taskId` (its task was deleted): readers are cut, cache files deleted. */
+  async endTask(taskId: string): Promise<void> {
+    const ended: StreamSession[] = [];
+    for (const [key, session] of [...this.sessions]) {
+      if (this.owners.get(session)?.taskId !== taskId) continue;
+      this.forget(key, session);
+      ended.push(session);
+    }
+    await Promise.all(ended.map((s) => s.destroy()));
+  }
+
   /** Destroys every session (pipelines aborted, cache files deleted, timers cleared). */
   async close(): Promise<void> {
     this.closed = true;

@@ -1,8 +1,10 @@
 /**
- * SessionRelay over HTTP: the owner's own stream endpoint, asked with the relay header so that it
- * answers from its local session (200 from byte 0, live) and never relays further.
+ * SessionRelay over HTTP: the owner's own stream endpoint, asked with the relay header (signed with
+ * the cluster's secret) so that it answers from its local session (200 from byte 0, live) and never
+ * relays further.
  */
 import { AppError, ERROR_CATALOGUE, type ErrorCode } from '../errors/app-error.js';
+import { signRelay } from './relay-proof.js';
 import {
   ownerUnreachable,
   RELAY_HEADER,
@@ -18,6 +20,8 @@ export interface HttpSessionRelayOptions {
   headersTimeoutMs: number;
   /** Retry-After of the error when the owner cannot be reached (about the task lease). */
   retryAfterSeconds: number;
+  /** The cluster's shared secret: the owner answers as to a relay only requests signed with it. */
+  secret: string;
 }
 
 function relayUrl(nodeUrl: string, target: RelayTarget): string {
@@ -63,9 +67,10 @@ export function createHttpSessionRelay(options: HttpSessionRelayOptions): Sessio
       );
       timer.unref();
       let response: Response;
+      const url = new URL(relayUrl(nodeUrl, target));
       try {
-        response = await fetch(relayUrl(nodeUrl, target), {
-          headers: { [RELAY_HEADER]: '1' },
+        response = await fetch(url, {
+          headers: { [RELAY_HEADER]: signRelay(options.secret, `${url.pathname}${url.search}`) },
           redirect: 'manual',
           signal: AbortSignal.any([signal, headersDeadline.signal]),
         });

@@ -6,7 +6,10 @@
  */
 import { AppError } from '../errors/app-error.js';
 
-/** Request header that marks a node-to-node relay request: answer locally, never relay again. */
+/**
+ * Request header that marks a node-to-node relay request (answer locally, never relay again); its
+ * value is a proof signed with the cluster's secret (relay-proof.ts), so clients cannot send one.
+ */
 export const RELAY_HEADER = 'x-voicegen-relay';
 
 /** Which session to relay: the request's key and the task's `auth` token (the owner checks it). */

@@ -88,6 +88,7 @@ class Fixture {
         return structuredClone(view);
       },
       streamUrl: (id, token) => `http://test/api/tts/generate/${id}/stream.mp3?auth=${token}`,
+      exists: async (id) => this.views.has(id),
     };
   }
 
@@ -99,6 +100,7 @@ class Fixture {
       encoders: pool,
       cacheDir: join(this.dir, 'stream-cache'),
       idleReclaimMs,
+      events: this.events,
     });
     return this.service;
   }
@@ -171,7 +173,6 @@ class Fixture {
       method: 'GET',
       taskId,
       signal: new AbortController().signal,
-      relayed: false,
       ...rest,
       query,
     });
@@ -311,6 +312,26 @@ describe('stream sessions', () => {
     assert.notEqual(second.headers.ETag, first.headers.ETag);
     assert.equal(sha(await collect(body(second))), sha(firstBytes));
     assert.equal(fx.service.pipelineRuns(), 2);
+  });
+
+  test('deleting a task ends its live sessions: the reader is cut and the cache file deleted', async () => {
+    fx.start();
+    fx.addTask('t-del', [0.5, 0.5]);
+    void fx.generatePiece('t-del', 0, sine(1, 440));
+    const reading = body(await fx.request('t-del'));
+    const first = await new Promise<Buffer>((resolve) => reading.once('data', resolve));
+    assert.ok(first.length > 0);
+    assert.equal(fx.service.liveSessions(), 1);
+    // A spurious wake-up (the task still exists) ends nothing.
+    fx.events.changed('t-del', 'deleted');
+    await sleep(50);
+    assert.equal(fx.service.liveSessions(), 1);
+    fx.views.delete('t-del');
+    fx.events.changed('t-del', 'deleted');
+    await assert.rejects(collect(reading));
+    assert.equal(fx.service.liveSessions(), 0);
+    const runDir = (await readdir(join(root, 'stream-cache')))[0] ?? '';
+    assert.deepEqual(await readdir(join(root, 'stream-cache', runDir)), [], 'cache file deleted');
   });
 
   test('an attached reader keeps the session; the idle window restarts when it detaches', async () => {

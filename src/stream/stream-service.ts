@@ -10,7 +10,9 @@ import { secretsEqual } from '../common/secret-compare.js';
 import { AppError } from '../errors/app-error.js';
 import type { PieceAudioSource } from '../tasks/piece-audio.js';
 import type { StreamPieceView, StreamTaskLookup, StreamTaskView } from '../tasks/stream-view.js';
+import type { TaskEvents } from '../tasks/task-events.js';
 import { runCacheDir } from './cache-dir.js';
+import { verifyRelay } from './relay-proof.js';
 import { contentDispositionFromQuery } from './content-disposition.js';
 import {
   bodyWindow,
@@ -49,7 +51,14 @@ export interface StreamServiceOptions {
   cluster?: StreamCluster | undefined;
   /** Bounds of the live sessions of this node (per task, per account, cache bytes); absent = unbounded. */
   bounds?: StreamSessionBounds | undefined;
+  /** Task announcements (every node's): a task's deletion ends its live sessions here. */
+  events?: TaskEvents | undefined;
+  /** The cluster's secret that signs relay requests; without it no request counts as relayed. */
+  relaySecret?: string | undefined;
 }
+
+/** How often a deletion watcher checks that its task still has sessions here (it stops when none is left). */
+const DELETION_WATCH_RECHECK_MS = 60_000;
 
 /** How many live sessions a node keeps and how much disk their caches may use (0 = unbounded). */
 export interface StreamSessionBounds {
@@ -80,8 +89,11 @@ export interface StreamRequest extends ConditionalHeaders {
   ifRangeHeader?: string | undefined;
   /** Aborts when the client goes away: stops waiting for a closed range's bytes. */
   signal: AbortSignal;
-  /** Another node relays this session: answer from this node's own session, never relay again. */
-  relayed: boolean;
+  /**
+   * The relay header and the request's path and query as received: with a valid proof, another node
+   * relays this session (answer from this node's own session, never relay again).
+   */
+  relay?: { proof: string | string[] | undefined; pathAndQuery: string } | undefined;
 }
 
 /** What to send: status, headers and (for GET with audio) the body, already cut to the range. */
@@ -160,6 +172,8 @@ class DefaultStreamService implements StreamService {
   private registry: Promise<SessionRegistry> | undefined;
   private registryNow: SessionRegistry | undefined;
   private closed = false;
+  /** Tasks with live sessions here whose deletion is watched for, and how to stop each watch. */
+  private readonly deletionWatches = new Map<string, AbortController>();
 
   constructor(private readonly options: StreamServiceOptions) {
     this.dir = runCacheDir(options.cacheDir);
@@ -196,6 +210,7 @@ class DefaultStreamService implements StreamService {
 
   async close(): Promise<void> {
     this.closed = true;
+    for (const watch of this.deletionWatches.values()) watch.abort(new Error('the stream service closed'));
     const registry = await this.registry?.catch(() => undefined);
     await registry?.close();
     await this.dir.remove();
@@ -245,7 +260,8 @@ class DefaultStreamService implements StreamService {
     let contentIndex: number | null = null;
     // A relay request (another node fanning this node's session out) is answered from the session
     // even when finished audio exists meanwhile: the relaying node decided, its readers get bytes.
-    const finishedAudio = (url: string | null): url is string => url !== null && !request.relayed;
+    const relayed = this.isRelay(request);
+    const finishedAudio = (url: string | null): url is string => url !== null && !relayed;
     if (request.contentIndex === undefined) {
       if (finishedAudio(task.audioUrl)) return redirect(task.audioUrl, query);
       if (!STREAMABLE.has(task.status)) throw notReady(task, 'the task');
@@ -272,7 +288,7 @@ class DefaultStreamService implements StreamService {
     const lease =
       request.method === 'HEAD'
         ? (await this.sessions()).openExisting(key)
-        : await this.openSession(task, contentIndex, i, request.relayed);
+        : await this.openSession(task, contentIndex, i, relayed);
     if (lease === undefined) {
       const headers: Record<string, string> = {
         'Content-Type': MP3,
@@ -359,6 +375,15 @@ class DefaultStreamService implements StreamService {
     }
   }
 
+  /** Whether another node of the cluster sent `request` (its relay proof holds). */
+  private isRelay(request: StreamRequest): boolean {
+    const secret = this.options.relaySecret;
+    const relay = request.relay;
+    return (
+      secret !== undefined && relay !== undefined && verifyRelay(secret, relay.proof, relay.pathAndQuery)
+    );
+  }
+
   /** The session of (task, content, `i`) with a lease for one request, started if there is none. */
   private async openSession(
     task: StreamTaskView,
@@ -377,7 +402,37 @@ class DefaultStreamService implements StreamService {
       pipeline = (signal) => contentAudio(this.deps, task.id, contentIndex, signal);
     }
     const { source, kind } = this.sourceFor(key, task, { contentIndex, sessionId: i }, pipeline, relayed);
-    return registry.open(key, source, kind, { taskId: task.id, accountId: task.accountId });
+    const lease = registry.open(key, source, kind, { taskId: task.id, accountId: task.accountId });
+    this.watchDeletion(registry, task.id);
+    return lease;
+  }
+
+  /**
+   * Ends `taskId`'s sessions here once it is deleted, on whichever node (a deleted task's audio must
+   * stop flowing everywhere). One watch per task with sessions here; it ends with them.
+   */
+  private watchDeletion(registry: SessionRegistry, taskId: string): void {
+    const events = this.options.events;
+    if (events === undefined || this.deletionWatches.has(taskId)) return;
+    const stop = new AbortController();
+    this.deletionWatches.set(taskId, stop);
+    void (async () => {
+      try {
+        while (registry.hasTask(taskId) && !stop.signal.aborted) {
+          const recheck = AbortSignal.any([stop.signal, AbortSignal.timeout(DELETION_WATCH_RECHECK_MS)]);
+          const woken = await events.nextChange(taskId, recheck, { only: 'deleted' }).then(
+            () => true,
+            () => false,
+          );
+          // A wake-up may be spurious (events resumed after a lapse): the database decides.
+          if (woken && !(await this.options.tasks.exists(taskId))) await registry.endTask(taskId);
+        }
+      } catch {
+        // The lookup failed (database down): the sessions stay until their reader or idle time ends them.
+      } finally {
+        this.deletionWatches.delete(taskId);
+      }
+    })();
   }
 
   /** Whether this node generates `task` (always, on one node): its piece audio grows here. */

@@ -28,6 +28,8 @@ export interface StreamTaskView {
 export interface StreamTaskLookup {
   /** Throws GENERATE_NOT_FOUND for an unknown id. */
   streamView(taskId: string): Promise<StreamTaskView>;
+  /** Whether the task exists now (read from the database, never remembered). */
+  exists(taskId: string): Promise<boolean>;
   /** The full stream.mp3 URL of a task, including its auth token. */
   streamUrl(taskId: string, authToken: string): string;
 }

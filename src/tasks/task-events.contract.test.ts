@@ -208,6 +208,29 @@ for (const adapter of adapters) {
       assert.equal(bus.node.waiterCount('task-3'), 0);
     });
 
+    void test('a deletion wakes the waiters of deletions and every other waiter, never a cancellation watcher', async () => {
+      const peer = await bus.peer();
+      const deletedOnly = bus.node.nextChange('task-d', deadline(), { only: 'deleted' });
+      const cancelOnly = bus.node.nextChange('task-d', deadline(), { only: 'cancel' });
+      const any = bus.node.nextChange('task-d', deadline());
+      peer.changed('task-d', 'cancel');
+      await Promise.all([cancelOnly, any]);
+      const marker = bus.node.nextChange('task-d-marker', deadline());
+      peer.changed('task-d-marker');
+      await marker;
+      assert.equal(await isSettled(deletedOnly), false, 'a cancellation does not wake a deletion watcher');
+      const cancelAgain = bus.node.nextChange('task-d', deadline(), { only: 'cancel' });
+      peer.changed('task-d', 'deleted');
+      await deletedOnly;
+      const marker2 = bus.node.nextChange('task-d-marker', deadline());
+      peer.changed('task-d-marker');
+      await marker2;
+      assert.equal(await isSettled(cancelAgain), false, 'a deletion does not wake a cancellation watcher');
+      peer.changed('task-d', 'cancel');
+      await cancelAgain;
+      assert.equal(bus.node.waiterCount('task-d'), 0);
+    });
+
     void test('changed() with no waiters anywhere is a no-op', async () => {
       bus.node.changed('nobody-waits');
       const peer = await bus.peer();

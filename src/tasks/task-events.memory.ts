@@ -1,6 +1,6 @@
 /** In-process task events: one node, one EventEmitter (the embedded adapter of `TaskEvents`). */
 import { EventEmitter } from 'node:events';
-import type { TaskChangeKind, TaskEvents } from './task-events.js';
+import type { TaskChangeFilter, TaskChangeKind, TaskEvents } from './task-events.js';
 
 /** `TaskEvents` within one process; also the local dispatcher of the Redis adapter. */
 export class MemoryTaskEvents implements TaskEvents {
@@ -14,7 +14,7 @@ export class MemoryTaskEvents implements TaskEvents {
   changed(taskId: string, kind: TaskChangeKind = 'progress'): void {
     // Event names are prefixed: a task id spelled "error" must not make emit() throw.
     this.emitter.emit(eventName(taskId));
-    if (kind === 'cancel') this.emitter.emit(eventName(taskId, 'cancel'));
+    if (kind !== 'progress') this.emitter.emit(eventName(taskId, kind));
   }
 
   /** Wakes every waiter of every task: after a lapse in which changes may have been missed. */
@@ -22,7 +22,7 @@ export class MemoryTaskEvents implements TaskEvents {
     for (const name of this.emitter.eventNames()) this.emitter.emit(name);
   }
 
-  nextChange(taskId: string, signal?: AbortSignal, options: { only?: 'cancel' } = {}): Promise<void> {
+  nextChange(taskId: string, signal?: AbortSignal, options: { only?: TaskChangeFilter } = {}): Promise<void> {
     // The executor runs synchronously: the listener exists from the moment of the call.
     return new Promise<void>((resolve, reject) => {
       const name = eventName(taskId, options.only);
@@ -43,12 +43,14 @@ export class MemoryTaskEvents implements TaskEvents {
   /** Number of waiters of `taskId`, of any kind (tests check that aborted waits leave no listener behind). */
   waiterCount(taskId: string): number {
     return (
-      this.emitter.listenerCount(eventName(taskId)) + this.emitter.listenerCount(eventName(taskId, 'cancel'))
+      this.emitter.listenerCount(eventName(taskId)) +
+      this.emitter.listenerCount(eventName(taskId, 'cancel')) +
+      this.emitter.listenerCount(eventName(taskId, 'deleted'))
     );
   }
 }
 
-/** The emitter event of the waiters of every change of a task, or of its cancellations only. */
-function eventName(taskId: string, only?: 'cancel'): string {
-  return only === 'cancel' ? `cancel:${taskId}` : `task:${taskId}`;
+/** The emitter event of the waiters of every change of a task, or of one kind of change only. */
+function eventName(taskId: string, only?: TaskChangeFilter): string {
+  return only === undefined ? `task:${taskId}` : `${only}:${taskId}`;
 }

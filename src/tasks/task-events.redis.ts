@@ -1,8 +1,8 @@
 /**
  * Task events across nodes over Redis pub/sub (the scale-out adapter of `TaskEvents`).
  *
- * All nodes share ONE channel (`<prefix>task-events`, message = `<sender> <task id>` or
- * `<sender> cancel <task id>`). Each node keeps one subscriber connection on it from start-up and
+ * All nodes share ONE channel (`<prefix>task-events`, message = `<sender> <task id>`,
+ * `<sender> cancel <task id>` or `<sender> deleted <task id>`). Each node keeps one subscriber connection on it from start-up and
  * dispatches messages to its local waiters, so `nextChange()` costs no round trip and is listening
  * from the moment it is called. `changed()` wakes this node's waiters at once and publishes for the
  * others; a node skips its own messages when they come back (each would wake its waiters twice).
@@ -15,14 +15,18 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { MemoryTaskEvents } from './task-events.memory.js';
-import type { TaskChangeKind, TaskEvents } from './task-events.js';
+import type { TaskChangeFilter, TaskChangeKind, TaskEvents } from './task-events.js';
 
-/** A cancellation request travels as `cancel <task id>` after the sender; any other change as the bare task id. */
-const CANCEL_PREFIX = 'cancel ';
+/** A cancellation or deletion travels as `cancel <task id>` / `deleted <task id>` after the sender; progress as the bare task id. */
+const KIND_PREFIXES: ReadonlyArray<[TaskChangeFilter, string]> = [
+  ['cancel', 'cancel '],
+  ['deleted', 'deleted '],
+];
 
 /** The sender and the change of a message; messages of nodes before senders were named have no sender. */
 function parseMessage(message: string): { sender?: string; body: string } {
-  if (!message.includes(' ') || message.startsWith(CANCEL_PREFIX)) return { body: message };
+  if (!message.includes(' ') || KIND_PREFIXES.some(([, prefix]) => message.startsWith(prefix)))
+    return { body: message };
   const space = message.indexOf(' ');
   return { sender: message.slice(0, space), body: message.slice(space + 1) };
 }
@@ -62,8 +66,9 @@ export class RedisTaskEvents implements TaskEvents {
       if (from !== channel) return;
       const { sender, body } = parseMessage(message);
       if (sender === events.sender) return; // already dispatched here by changed()
-      if (body.startsWith(CANCEL_PREFIX)) events.local.changed(body.slice(CANCEL_PREFIX.length), 'cancel');
-      else events.local.changed(body);
+      const kind = KIND_PREFIXES.find(([, prefix]) => body.startsWith(prefix));
+      if (kind === undefined) events.local.changed(body);
+      else events.local.changed(body.slice(kind[1].length), kind[0]);
     });
     try {
       await subscriber.subscribe(channel);
@@ -78,11 +83,12 @@ export class RedisTaskEvents implements TaskEvents {
 
   changed(taskId: string, kind: TaskChangeKind = 'progress'): void {
     this.local.changed(taskId, kind);
-    const message = `${this.sender} ${kind === 'cancel' ? `${CANCEL_PREFIX}${taskId}` : taskId}`;
+    const prefix = KIND_PREFIXES.find(([k]) => k === kind)?.[1] ?? '';
+    const message = `${this.sender} ${prefix}${taskId}`;
     this.publisher.publish(this.channel, message).catch((err: unknown) => this.report(err));
   }
 
-  nextChange(taskId: string, signal?: AbortSignal, options?: { only?: 'cancel' }): Promise<void> {
+  nextChange(taskId: string, signal?: AbortSignal, options?: { only?: TaskChangeFilter }): Promise<void> {
     return this.local.nextChange(taskId, signal, options);
   }
 

@@ -20,13 +20,19 @@ export interface TaskEvents {
   changed(taskId: string, kind?: TaskChangeKind): void;
   /**
    * Resolves at the next change of `taskId` after this call (or at a spurious wake-up) — with
-   * `{ only: 'cancel' }`, at the next cancellation request only, so a generation's own progress
+   * `{ only: 'cancel' }` (or `'deleted'`), at the next change of that kind only, so a generation's own progress
    * does not wake its cancellation watcher; rejects with `signal.reason` (when it is an Error) as
    * soon as `signal` aborts, removing the listener. Call it *before* checking state and await it
    * after, so a change in between is never missed.
    */
-  nextChange(taskId: string, signal?: AbortSignal, options?: { only?: 'cancel' }): Promise<void>;
+  nextChange(taskId: string, signal?: AbortSignal, options?: { only?: TaskChangeFilter }): Promise<void>;
 }
 
-/** What kind of change an announcement is: progress of the task (default), or a cancellation request. */
-export type TaskChangeKind = 'progress' | 'cancel';
+/**
+ * What kind of change an announcement is: progress of the task (default), a cancellation request,
+ * or the task's deletion (its live stream sessions end on every node).
+ */
+export type TaskChangeKind = 'progress' | 'cancel' | 'deleted';
+
+/** The kinds a waiter may wait for alone (every announcement wakes the waiters of any change). */
+export type TaskChangeFilter = Exclude<TaskChangeKind, 'progress'>;

@@ -378,8 +378,14 @@ export class TaskService implements StreamTaskLookup {
     if (!(await this.store.deleteFinished(accountId, id)))
       throw errors.notFound('GENERATE_NOT_FOUND', `task ${id}`);
     this.finished.delete(id);
+    // Every node ends its live sessions of the task (their readers would go on hearing it).
+    this.events.changed(id, 'deleted');
     await this.blobs.deletePrefix(`tasks/${id}/`);
     await this.pieceAudio.deleteTask(id);
+  }
+
+  async exists(taskId: string): Promise<boolean> {
+    return this.store.exists(taskId);
   }
 
   async streamView(taskId: string): Promise<StreamTaskView> {

@@ -325,6 +325,11 @@ export class TaskStore {
     return out;
   }
 
+  async exists(taskId: string): Promise<boolean> {
+    const row = await this.db.selectFrom('tasks').select('id').where('id', '=', taskId).executeTakeFirst();
+    return row !== undefined;
+  }
+
   /** Deletes a finished task (not pending/processing); false when there was no such deletable row. */
   async deleteFinished(accountId: string, id: string): Promise<boolean> {
     const result = await this.db

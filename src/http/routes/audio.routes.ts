@@ -75,7 +75,6 @@ export function audioRoutes(
           query: request.query,
           ...plannedRequestHeaders(request.headers),
           signal,
-          relayed: false,
         });
         // The stream endpoint's answer, except its 302 to the stored file: that file itself here.
         if (response.status !== 302) return sendStreamResponse(reply, response);

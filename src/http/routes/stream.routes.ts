@@ -61,7 +61,7 @@ export function streamRoutes(stream: StreamService, options: StreamRouteOptions)
           // Range, If-Range and the RFC 9110 §13.1 preconditions (If-Match, If-None-Match, …).
           ...plannedRequestHeaders(request.headers),
           signal,
-          relayed: request.headers[RELAY_HEADER] === '1',
+          relay: { proof: request.headers[RELAY_HEADER], pathAndQuery: request.url },
         });
         return sendStreamResponse(reply, response);
       } catch (err) {

@@ -5,6 +5,7 @@ import * as tasks from './0002-tasks.js';
 import * as taskLeases from './0003-task-leases.js';
 import * as accountQuotas from './0004-account-quotas.js';
 import * as storageLimits from './0005-storage-limits.js';
+import * as clusterSettings from './0006-cluster-settings.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-foundation': foundation,
@@ -12,4 +13,5 @@ export const migrations: Record<string, Migration> = {
   '0003-task-leases': taskLeases,
   '0004-account-quotas': accountQuotas,
   '0005-storage-limits': storageLimits,
+  '0006-cluster-settings': clusterSettings,
 };
