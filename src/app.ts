@@ -35,11 +35,13 @@ import { SplitterService } from './splitter/splitter-service.js';
 import { SplitterStore } from './splitter/splitter-store.js';
 import { createStreamService, type StreamService } from './stream/stream-service.js';
 import { OneShotService } from './tasks/one-shot.js';
-import { batchedPieceStates, PieceAudioStore, type PieceStatus } from './tasks/piece-audio.js';
+import { FsPieceAudioStore } from './tasks/piece-audio.fs.js';
+import { batchedPieceStates, type PieceStatus } from './tasks/piece-audio.js';
 import { TaskRunner } from './tasks/task-runner.js';
 import { TaskService } from './tasks/task-service.js';
 import { TaskStore } from './tasks/task-store.js';
 import type { DatabaseHandle } from './storage/database.js';
+import { runGrowingFileFolder } from './storage/growing-file.fs.js';
 import { createEngineCatalog } from './voices/engine-catalog.js';
 import type { EngineCatalog } from './voices/voice-binding.js';
 import { VoiceService } from './voices/voice-service.js';
@@ -178,7 +180,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     const voices = new VoiceService(new VoiceStore(database.db), engines, blobs);
     const splitters = new SplitterService(new SplitterStore(database.db), config.limits.splitterName);
     const taskStore = new TaskStore(database.db);
-    const pieceAudio = new PieceAudioStore(
+    const pieceAudio = new FsPieceAudioStore(
       join(config.dataDir, 'work', 'tasks'),
       events,
       batchedPieceStates(async (taskId, idxs) => {
@@ -236,7 +238,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       tasks,
       pieces: pieceAudio,
       encoders,
-      cacheDir: join(config.dataDir, 'stream-cache'),
+      cacheFiles: runGrowingFileFolder(join(config.dataDir, 'stream-cache')),
       idleReclaimMs: config.streamIdleReclaimMs,
       cluster: adapters.cluster,
       bounds: config.streamSessions,

@@ -17,7 +17,7 @@ import { AppError } from '../errors/app-error.js';
 import { FsBlobStore } from '../storage/blob-store.fs.js';
 import { openDatabase, type DatabaseHandle } from '../storage/database.js';
 import type { TaskRow, TaskStatus } from '../storage/schema.js';
-import { PieceAudioStore } from './piece-audio.js';
+import { FsPieceAudioStore } from './piece-audio.fs.js';
 import { MemoryTaskEvents } from './task-events.memory.js';
 import { MemoryTaskQueue } from './task-queue.memory.js';
 import { LeaseLostError } from './task-queue.js';
@@ -264,7 +264,7 @@ void describe('TaskRunner under leases', () => {
       store,
       queue: new MemoryTaskQueue(),
       workerUrl: 'http://this-node.test',
-      pieceAudio: new PieceAudioStore(join(dir, 'work'), events, async () => ({
+      pieceAudio: new FsPieceAudioStore(join(dir, 'work'), events, async () => ({
         piece: 'waiting',
         taskUnfinished: true,
       })),
