@@ -47,7 +47,7 @@ const adapterImporters = {
   // audio as growing files, Redis events fanned out locally through the in-memory events.
   'src/storage/growing-file.fs.ts': 'a folder of growing files is a run directory',
   'src/tasks/piece-audio.fs.ts': 'piece audio is kept as growing files',
-  'src/tasks/task-events.redis.ts': 'wakes local waiters through the in-memory events',
+  'src/tasks/queue/task-events.redis.ts': 'wakes local waiters through the in-memory events',
   // @fastify/rate-limit builds its store itself from the choice the root made ({ kind }).
   'src/http/rate-limit.ts': 'builds the rate-limit store the root chose',
   // The metrics registry is the health routes' dependency: its type comes with its adapter.

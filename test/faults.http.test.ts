@@ -21,7 +21,7 @@ import { request as httpRequest, type ServerResponse } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FsPieceAudioStore } from '../src/tasks/piece-audio.fs.js';
-import { MemoryTaskEvents } from '../src/tasks/task-events.memory.js';
+import { MemoryTaskEvents } from '../src/tasks/queue/task-events.memory.js';
 import type { TaskDetailView } from '../src/tasks/task-service.js';
 import { startFaultUpstream, toneMp3, type FaultUpstream } from './helpers/fault-upstream.js';
 import { ffmpegErrors, probeAudio } from './helpers/audio-check.js';

@@ -21,7 +21,7 @@ import { runGrowingFileFolder } from '../storage/growing-file.fs.js';
 import { FsPieceAudioStore } from '../tasks/piece-audio.fs.js';
 import type { PieceState } from '../tasks/piece-audio.js';
 import type { StreamTaskLookup, StreamTaskView } from '../tasks/stream-view.js';
-import { MemoryTaskEvents } from '../tasks/task-events.memory.js';
+import { MemoryTaskEvents } from '../tasks/queue/task-events.memory.js';
 import { pcmChunks } from '../audio/pcm-stream.js';
 import {
   createStreamService,

@@ -10,7 +10,7 @@ import { createEncoderPool } from '../audio/encoder-pool.js';
 import { isAppError } from '../errors/app-error.js';
 import { FsPieceAudioStore } from './piece-audio.fs.js';
 import { batchedPieceStates, type PieceStatus } from './piece-audio.js';
-import { MemoryTaskEvents } from './task-events.memory.js';
+import { MemoryTaskEvents } from './queue/task-events.memory.js';
 
 let dir: string;
 before(async () => {

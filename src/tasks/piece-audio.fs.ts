@@ -19,7 +19,7 @@ import type {
   PieceStateLookup,
   PieceWriter,
 } from './piece-audio.js';
-import type { TaskEvents } from './task-events.js';
+import type { TaskEvents } from './queue/task-events.js';
 
 /** The growing files of a piece being generated in this process. */
 interface LivePiece {
