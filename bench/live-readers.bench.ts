@@ -1,7 +1,7 @@
 /**
  * Live-readers benchmark: `npx tsx bench/live-readers.bench.ts [--readers 2000] [--rate 40000]
  * [--seconds 10] [--history 5,120] [--tail-bytes 2097152]`.
- * One FsSessionCache is fed at `rate` bytes/s (40 KB/s = 320 kbps MP3) in 100 ms chunks after
+ * One FsGrowingFile is fed at `rate` bytes/s (40 KB/s = 320 kbps MP3) in 100 ms chunks after
  * `history` seconds were already produced; then `readers` readers join at once at byte 0 (as a
  * live 200 does) and follow the session in-process for `seconds`. Printed per history and per
  * mode — file only or shared tail, each with per-reader file descriptors and reads (the paths
@@ -22,9 +22,9 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import {
   DEFAULT_TAIL_BYTES,
-  FsSessionCache,
-  type FsSessionCacheOptions,
-} from '../src/stream/session-cache.fs.js';
+  FsGrowingFile,
+  type FsGrowingFileOptions,
+} from '../src/storage/growing-file.fs.js';
 
 const MiB = 1024 * 1024;
 const TICK_MS = 100;
@@ -87,7 +87,7 @@ interface Result {
 
 async function runScenario(
   mode: string,
-  options: FsSessionCacheOptions,
+  options: FsGrowingFileOptions,
   historySeconds: number,
 ): Promise<Result> {
   const dir = await mkdtemp(join(tmpdir(), 'live-readers-'));
@@ -96,7 +96,7 @@ async function runScenario(
   const content = randomBytes(total);
   const before = await settledMemory();
   const baseFds = openFds();
-  const cache = new FsSessionCache({ dir, name: 'session.mp3' }, options);
+  const cache = new FsGrowingFile({ dir, name: 'session.mp3' }, options);
   const chunkSize = Math.round((rate * TICK_MS) / 1000);
 
   // The session has been running for `historySeconds` already.
@@ -197,7 +197,7 @@ async function runScenario(
 }
 
 const tailLabel = `tail ${mib(tailBytes)} MiB`;
-const modes: [string, FsSessionCacheOptions][] = [
+const modes: [string, FsGrowingFileOptions][] = [
   ['file only, per-reader fds (oldest path)', { tailBytes: 0, fileReads: 'per-reader' }],
   ['file only, shared fd + blocks', { tailBytes: 0, fileReads: 'shared' }],
   [`${tailLabel}, per-reader fds (080316b)`, { tailBytes, fileReads: 'per-reader' }],

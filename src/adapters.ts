@@ -19,12 +19,12 @@ import { createHttpSessionRelay } from './stream/session-relay.http.js';
 import { clusterSecret } from './storage/cluster-secret.js';
 import { RedisSessionOwnership } from './stream/session-ownership.redis.js';
 import type { StreamCluster } from './stream/stream-service.js';
-import { MemoryTaskEvents } from './tasks/task-events.memory.js';
-import { RedisTaskEvents } from './tasks/task-events.redis.js';
-import type { TaskEvents } from './tasks/task-events.js';
-import { BullmqTaskQueue } from './tasks/task-queue.bullmq.js';
-import { MemoryTaskQueue } from './tasks/task-queue.memory.js';
-import type { TaskQueue } from './tasks/task-queue.js';
+import { MemoryTaskEvents } from './tasks/queue/task-events.memory.js';
+import { RedisTaskEvents } from './tasks/queue/task-events.redis.js';
+import type { TaskEvents } from './tasks/queue/task-events.js';
+import { BullmqTaskQueue } from './tasks/queue/task-queue.bullmq.js';
+import { MemoryTaskQueue } from './tasks/queue/task-queue.memory.js';
+import type { TaskQueue } from './tasks/queue/task-queue.js';
 
 /** The adapters of every port, chosen from config. */
 export interface Adapters {

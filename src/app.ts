@@ -28,18 +28,20 @@ import { simpleGenerateRoutes } from './http/routes/simple-generate.routes.js';
 import { splitterRoutes } from './http/routes/splitter.routes.js';
 import { streamRoutes } from './http/routes/stream.routes.js';
 import { taskRoutes } from './http/routes/task.routes.js';
-import { workerPoolRequestParser } from './tasks/request-parser.worker-pool.js';
+import { workerPoolRequestParser } from './tasks/requests/request-parser.worker-pool.js';
 import { voiceRoutes } from './http/routes/voice.routes.js';
 import { createHttpServer } from './http/server.js';
 import { SplitterService } from './splitter/splitter-service.js';
 import { SplitterStore } from './splitter/splitter-store.js';
 import { createStreamService, type StreamService } from './stream/stream-service.js';
-import { OneShotService } from './tasks/one-shot.js';
-import { batchedPieceStates, PieceAudioStore, type PieceStatus } from './tasks/piece-audio.js';
-import { TaskRunner } from './tasks/task-runner.js';
+import { OneShotService } from './tasks/one-shot/one-shot.js';
+import { FsPieceAudioStore } from './tasks/piece-audio.fs.js';
+import { batchedPieceStates, type PieceStatus } from './tasks/piece-audio.js';
+import { TaskRunner } from './tasks/runner/task-runner.js';
 import { TaskService } from './tasks/task-service.js';
 import { TaskStore } from './tasks/task-store.js';
 import type { DatabaseHandle } from './storage/database.js';
+import { runGrowingFileFolder } from './storage/growing-file.fs.js';
 import { createEngineCatalog } from './voices/engine-catalog.js';
 import type { EngineCatalog } from './voices/voice-binding.js';
 import { VoiceService } from './voices/voice-service.js';
@@ -182,7 +184,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       config.storageLimits,
     );
     const taskStore = new TaskStore(database.db);
-    const pieceAudio = new PieceAudioStore(
+    const pieceAudio = new FsPieceAudioStore(
       join(config.dataDir, 'work', 'tasks'),
       events,
       batchedPieceStates(async (taskId, idxs) => {
@@ -240,7 +242,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       tasks,
       pieces: pieceAudio,
       encoders,
-      cacheDir: join(config.dataDir, 'stream-cache'),
+      cacheFiles: runGrowingFileFolder(join(config.dataDir, 'stream-cache')),
       idleReclaimMs: config.streamIdleReclaimMs,
       cluster: adapters.cluster,
       bounds: config.streamSessions,

@@ -20,8 +20,8 @@ import { join } from 'node:path';
 import { request as httpRequest, type ServerResponse } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PieceAudioStore } from '../src/tasks/piece-audio.js';
-import { MemoryTaskEvents } from '../src/tasks/task-events.memory.js';
+import { FsPieceAudioStore } from '../src/tasks/piece-audio.fs.js';
+import { MemoryTaskEvents } from '../src/tasks/queue/task-events.memory.js';
 import type { TaskDetailView } from '../src/tasks/task-service.js';
 import { startFaultUpstream, toneMp3, type FaultUpstream } from './helpers/fault-upstream.js';
 import { ffmpegErrors, probeAudio } from './helpers/audio-check.js';
@@ -773,7 +773,7 @@ describe('fault: a piece reader aborted before anyone reads it', () => {
     process.on('uncaughtException', onUncaught);
     try {
       let generated = false;
-      const pieces = new PieceAudioStore(root, new MemoryTaskEvents(), async () => ({
+      const pieces = new FsPieceAudioStore(root, new MemoryTaskEvents(), async () => ({
         piece: generated ? 'generated' : 'waiting',
         taskUnfinished: !generated,
       }));

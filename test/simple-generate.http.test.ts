@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { OneShotAudioInfo, OneShotResult } from '../src/tasks/one-shot.js';
+import type { OneShotAudioInfo, OneShotResult } from '../src/tasks/one-shot/one-shot.js';
 import type { TaskDetailView } from '../src/tasks/task-service.js';
 import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs } from './helpers/audio-check.js';
 import { bearer, speechMp3, startTestApp, type TestApp } from './helpers/test-app.js';

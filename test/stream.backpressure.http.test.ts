@@ -150,7 +150,7 @@ describe('a slow reader next to a fast one', () => {
     );
     // The session holds ≈ 8 MB the slow client has not taken; none of it may sit in the heap. (On
     // loopback the kernel's autotuned socket buffers can take several MB of it: that is outside
-    // the process. The cache reader's own bound is tested on 50 MiB in session-cache.fs.test.ts.)
+    // the process. The cache reader's own bound is tested on 50 MiB in src/storage/growing-file.fs.test.ts.)
     assert.ok(peak < 4 * MiB, `heap and buffers grew by ${(peak / MiB).toFixed(2)} MiB`);
   });
 });

@@ -4,7 +4,7 @@
  * and `quota{…}`, filled from the account's real limits, next to our own `quota`, `limits` and
  * `usage` report. Pure.
  */
-import { reportedLimits, type StorageLimits, type StorageUsage } from '../common/storage-limits.js';
+import { reportedLimits, type StorageLimits, type StorageUsage } from '../storage/storage-limits.js';
 import type { AccountQuotaReport } from '../tasks/task-service.js';
 import type { Account } from './account-service.js';
 

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { encodePiece } from '../audio/continuous-encoder.js';
 import { createEncoderPool } from '../audio/encoder-pool.js';
 import { createEspeakEngine } from '../audio/engines/espeak.engine.js';
-import { workerPoolRequestParser } from '../tasks/request-parser.worker-pool.js';
+import { workerPoolRequestParser } from '../tasks/requests/request-parser.worker-pool.js';
 import { lowerThreadPriority, WORKER_NICENESS } from './worker-priority.js';
 
 /** Niceness of every thread of this process (field 19 of /proc/self/task/<tid>/stat). */

@@ -4,7 +4,6 @@
  */
 import { resolve } from 'node:path';
 import { z } from 'zod';
-import type { StorageLimits } from '../common/storage-limits.js';
 
 const API_KEY_PATTERN = /^sk-[a-z0-9]{32}$/;
 
@@ -217,8 +216,8 @@ export interface AppConfig {
   shortTasks: { maxChars: number; concurrency: number } | null;
   /** Per-account quotas (issue 11 finding 3); 0 = unlimited. */
   accountQuotas: { maxQueuedTasks: number; maxConcurrentTasks: number; dailyCharacters: number };
-  /** What one account may keep stored (ACCOUNT_MAX_SPLITTERS, …); 0 = unlimited. */
-  storageLimits: StorageLimits;
+  /** What one account may keep stored (ACCOUNT_MAX_SPLITTERS, …; storage/storage-limits.ts); 0 = unlimited. */
+  storageLimits: { splitters: number; splitterBytes: number; voices: number; uploadBytes: number };
   /** How long one-shot synthesis waits for its task to start before answering 503. */
   oneShotStartTimeoutMs: number;
   synthesisThreads: number | undefined;

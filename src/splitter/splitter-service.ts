@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { pageSchema } from '../common/paging.js';
-import { storageLimitExceeded, UNLIMITED_STORAGE, type StorageLimits } from '../common/storage-limits.js';
+import { storageLimitExceeded, UNLIMITED_STORAGE, type StorageLimits } from '../storage/storage-limits.js';
 import { AppError, errors } from '../errors/app-error.js';
 import { CONTROL_CHARACTER_MESSAGE, controlCharacterIndex, parseInput } from '../errors/validation.js';
 import type { SplitterRow } from '../storage/schema.js';

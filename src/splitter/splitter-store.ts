@@ -4,7 +4,7 @@
  * concurrent saves of one account never pass a limit together.
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { storageRefusal, type StorageLimits, type StorageRefusal } from '../common/storage-limits.js';
+import { storageRefusal, type StorageLimits, type StorageRefusal } from '../storage/storage-limits.js';
 import { lockAccount } from '../storage/account-lock.js';
 import { fetchPage } from '../storage/paging.js';
 import type { Database, SplitterRow } from '../storage/schema.js';

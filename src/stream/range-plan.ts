@@ -374,7 +374,7 @@ export function planRange(input: RangePlanInput): RangePlan {
   return { kind: 'partial', status: 206, etag, start: first.start, end: first.end, total: finalSize };
 }
 
-/** The session state `resolveRangePlan` waits on; a SessionCache satisfies it. */
+/** The session state `resolveRangePlan` waits on; a GrowingFile satisfies it. */
 export interface GrowingResource {
   readonly produced: number;
   /** Final size once finished, else null. */

@@ -10,12 +10,13 @@
  * bounds; when every session in the way is in use, it is refused with a clear error.
  */
 import { AppError } from '../errors/app-error.js';
+import type { GrowingFileFolder } from '../storage/growing-file.js';
 import { StreamSession, type SessionSource } from './stream-session.js';
 
 /** Options of a registry. */
 export interface SessionRegistryOptions {
-  /** Directory of the session cache files (must exist before the first `open`). */
-  dir: string;
+  /** Where the session caches are created (ready before the first `open`). */
+  files: GrowingFileFolder;
   /** Sliding idle time after which a session without leases is reclaimed (spec §8: 30 minutes). */
   idleReclaimMs: number;
   /** Live sessions one task may have (distinct `i` / content keys); 0 = unbounded. */
@@ -112,7 +113,7 @@ export class SessionRegistry {
       for (const build of this.builds) if (build.isDestroyed) this.builds.delete(build);
       this.makeRoom(owner);
       session = new StreamSession({
-        dir: this.options.dir,
+        files: this.options.files,
         idleReclaimMs: this.options.idleReclaimMs,
         source,
         hooks: {

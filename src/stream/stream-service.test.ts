@@ -1,5 +1,5 @@
 /**
- * Stream sessions end to end below HTTP: the real piece store (PieceAudioStore over FsSessionCache,
+ * Stream sessions end to end below HTTP: the real piece store (FsPieceAudioStore over FsGrowingFile,
  * fed with sine PCM over time), the real encoder pool and continuous encoder, the real session
  * cache on disk; only the task lookup is an in-memory table.
  */
@@ -17,9 +17,11 @@ import { encodeContinuous } from '../audio/continuous-encoder.js';
 import { createEncoderPool } from '../audio/encoder-pool.js';
 import { CANONICAL_RATE } from '../audio/pcm.js';
 import { AppError, isAppError } from '../errors/app-error.js';
-import { PieceAudioStore, type PieceState } from '../tasks/piece-audio.js';
+import { runGrowingFileFolder } from '../storage/growing-file.fs.js';
+import { FsPieceAudioStore } from '../tasks/piece-audio.fs.js';
+import type { PieceState } from '../tasks/piece-audio.js';
 import type { StreamTaskLookup, StreamTaskView } from '../tasks/stream-view.js';
-import { MemoryTaskEvents } from '../tasks/task-events.memory.js';
+import { MemoryTaskEvents } from '../tasks/queue/task-events.memory.js';
 import { pcmChunks } from '../audio/pcm-stream.js';
 import {
   createStreamService,
@@ -72,12 +74,12 @@ class Fixture {
   readonly events = new MemoryTaskEvents();
   readonly states = new Map<string, PieceState>();
   readonly views = new Map<string, StreamTaskView>();
-  readonly store: PieceAudioStore;
+  readonly store: FsPieceAudioStore;
   readonly tasks: StreamTaskLookup;
   service!: StreamService;
 
   constructor(readonly dir: string) {
-    this.store = new PieceAudioStore(join(dir, 'work'), this.events, async (taskId, idx) => ({
+    this.store = new FsPieceAudioStore(join(dir, 'work'), this.events, async (taskId, idx) => ({
       piece: this.states.get(`${taskId}/${String(idx)}`) ?? 'waiting',
       taskUnfinished: true,
     }));
@@ -98,7 +100,7 @@ class Fixture {
       tasks: this.tasks,
       pieces: this.store,
       encoders: pool,
-      cacheDir: join(this.dir, 'stream-cache'),
+      cacheFiles: runGrowingFileFolder(join(this.dir, 'stream-cache')),
       idleReclaimMs,
       events: this.events,
     });

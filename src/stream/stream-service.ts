@@ -8,10 +8,10 @@ import { Readable } from 'node:stream';
 import type { EncoderPool } from '../audio/encoder-pool.js';
 import { secretsEqual } from '../common/secret-compare.js';
 import { AppError } from '../errors/app-error.js';
+import type { GrowingFileFolder } from '../storage/growing-file.js';
 import type { PieceAudioSource } from '../tasks/piece-audio.js';
 import type { StreamPieceView, StreamTaskLookup, StreamTaskView } from '../tasks/stream-view.js';
-import type { TaskEvents } from '../tasks/task-events.js';
-import { runCacheDir } from './cache-dir.js';
+import type { TaskEvents } from '../tasks/queue/task-events.js';
 import { verifyRelay } from './relay-proof.js';
 import { contentDispositionFromQuery } from './content-disposition.js';
 import {
@@ -43,8 +43,8 @@ export interface StreamServiceOptions {
   tasks: StreamTaskLookup;
   pieces: PieceAudioSource;
   encoders: EncoderPool;
-  /** Root of the session cache files (DATA_DIR/stream-cache); this service uses a subdirectory of its own. */
-  cacheDir: string;
+  /** Where the session caches live (a folder of this service's own under DATA_DIR/stream-cache). */
+  cacheFiles: GrowingFileFolder;
   /** Sliding idle time after which a session is reclaimed (spec §8: 30 minutes). */
   idleReclaimMs: number;
   /** Scale-out: this node's place in the cluster; absent on a single node. */
@@ -166,7 +166,7 @@ function cacheControl(plan: ResponsePlan): string {
 }
 
 class DefaultStreamService implements StreamService {
-  private readonly dir;
+  private readonly files: GrowingFileFolder;
   private readonly deps: PipelineDeps;
   /** Created on first use (its directory is made then), so constructing the service does no I/O. */
   private registry: Promise<SessionRegistry> | undefined;
@@ -176,14 +176,14 @@ class DefaultStreamService implements StreamService {
   private readonly deletionWatches = new Map<string, AbortController>();
 
   constructor(private readonly options: StreamServiceOptions) {
-    this.dir = runCacheDir(options.cacheDir);
+    this.files = options.cacheFiles;
     this.deps = { pieces: options.pieces, encoders: options.encoders };
   }
 
   private sessions(): Promise<SessionRegistry> {
-    this.registry ??= this.dir.ready().then((dir) => {
+    this.registry ??= this.files.ready().then(() => {
       this.registryNow = new SessionRegistry({
-        dir,
+        files: this.files,
         idleReclaimMs: this.options.idleReclaimMs,
         ...this.options.bounds,
       });
@@ -213,7 +213,7 @@ class DefaultStreamService implements StreamService {
     for (const watch of this.deletionWatches.values()) watch.abort(new Error('the stream service closed'));
     const registry = await this.registry?.catch(() => undefined);
     await registry?.close();
-    await this.dir.remove();
+    await this.files.remove();
   }
 
   /** 401 missing token → 404 unknown task → 403 wrong token (decisions §3). */

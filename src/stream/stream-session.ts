@@ -1,11 +1,11 @@
 /**
  * One stream session (spec §2.2): one build of the audio of a (task, `i`) or (task, content, `i`)
- * key. Its source runs once and appends to a disk-backed SessionCache; every request reads from
+ * key. Its source runs once and appends to a growing file on disk; every request reads from
  * that cache. Each build has its own cache file and its own strong ETag. The source is this node's
  * audio pipeline, or (scale-out) a relay of the build that another node runs, whose ETag it takes.
  */
 import { randomBytes } from 'node:crypto';
-import { FsSessionCache } from './session-cache.fs.js';
+import type { GrowingFile, GrowingFileFolder } from '../storage/growing-file.js';
 
 /** Produces the MP3 bytes of a session; aborting `signal` stops it. */
 export type PipelineFactory = (signal: AbortSignal) => AsyncIterable<Uint8Array>;
@@ -39,8 +39,8 @@ export interface SessionHooks {
 
 /** Options of one session build. */
 export interface StreamSessionOptions {
-  /** Directory of the cache file (must exist). */
-  dir: string;
+  /** Where the cache file is created (ready). */
+  files: GrowingFileFolder;
   /** Sliding idle time after which an unleased session is reclaimed. */
   idleReclaimMs: number;
   source: SessionSource;
@@ -61,7 +61,7 @@ export class StreamSession {
   readonly etag: Promise<string>;
   private resolveEtag: (etag: string) => void = () => undefined;
   private rejectEtag: (err: Error) => void = () => undefined;
-  readonly cache: FsSessionCache;
+  readonly cache: GrowingFile;
   /** Settles (never rejects) once the pipeline has ended, whichever way. */
   readonly pipelineDone: Promise<void>;
   private leases = 0;
@@ -82,10 +82,7 @@ export class StreamSession {
       this.rejectEtag = reject;
     });
     this.etag.catch(() => undefined); // a failed build is reported to its readers, not as unhandled
-    this.cache = new FsSessionCache({
-      dir: options.dir,
-      name: `${randomBytes(16).toString('base64url')}.mp3`,
-    });
+    this.cache = options.files.create(`${randomBytes(16).toString('base64url')}.mp3`);
     this.idleReclaimMs = options.idleReclaimMs;
     this.hooks = options.hooks;
     this.pipelineDone = this.run(options.source);

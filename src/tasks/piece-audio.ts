@@ -1,25 +1,16 @@
 /**
- * The canonical PCM (44.1 kHz mono s16) of every content piece, written by generation as it is
- * synthesised and read by stream sessions while it grows. A piece being generated in this process
- * is an append-only FsSessionCache (readers follow its growth); a finished piece is a complete file
- * under DATA_DIR/work. Readers wait on TaskEvents, never poll. Every piece also has its MP3, the
- * same way, next to its PCM (`<idx>.mp3` beside `<idx>.pcm`): the canonical encoding, made here
- * while the PCM grows (one encode per piece: its per-content stream forwards those bytes and they
- * are what is stored), or, for an instruct/design piece whose engine delivers MP3 (spec §8), that
- * MP3 unchanged. A task of several pieces also has its merged MP3 here (`task.mp3`), made while
- * its pieces are written; full-task streams forward it (and a one-piece task's piece MP3) instead
- * of encoding the same audio again.
+ * The piece-audio port: the canonical PCM (44.1 kHz mono s16) of every content piece, written by
+ * generation as it is synthesised and read by stream sessions while it grows, and each piece's MP3
+ * beside it: the canonical encoding, made while the PCM is written (one encode per piece: its
+ * per-content stream forwards those bytes and they are what is stored), or, for an
+ * instruct/design piece whose engine delivers MP3 (spec §8), that MP3 unchanged. A task of several
+ * pieces also has its merged MP3, made while its pieces are written; full-task streams forward it
+ * (and a one-piece task's piece MP3) instead of encoding the same audio again. Readers wait on
+ * TaskEvents, never poll. The adapter keeps them as growing files on this node's disk
+ * (`piece-audio.fs.ts`).
  */
-import { createReadStream } from 'node:fs';
-import { access, mkdir, readdir, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { encodePiece } from '../audio/continuous-encoder.js';
 import type { EncoderPool } from '../audio/encoder-pool.js';
-import { pcmChunks } from '../audio/pcm-stream.js';
-import { AppError } from '../errors/app-error.js';
-import { FsSessionCache } from '../stream/session-cache.fs.js';
-import type { TaskEvents } from './task-events.js';
 
 /** Where generation stands for one piece, as far as a reader cares. */
 export type PieceState = 'waiting' | 'generated' | 'failed';
@@ -102,14 +93,6 @@ export interface PieceWriter {
   fail(err: Error): void;
 }
 
-/** The growing files of a piece being generated in this process. */
-interface LivePiece {
-  pcm: FsSessionCache;
-  mp3: FsSessionCache | null;
-  /** Its MP3 is the canonical encoding of its PCM, made here (not an engine's own MP3). */
-  encodedHere: boolean;
-}
-
 /** What stream sessions read: the PCM of a piece, following it while it is generated. */
 export interface PieceAudioSource {
   /**
@@ -148,299 +131,37 @@ export interface MergedMp3Writer {
   fail(err: Error): void;
 }
 
-export class PieceAudioStore implements PieceAudioSource {
-  private readonly live = new Map<string, LivePiece>();
-  /** The growing merged MP3 of each task being generated in this process. */
-  private readonly liveMerged = new Map<string, FsSessionCache>();
-
-  constructor(
-    private readonly root: string,
-    private readonly events: TaskEvents,
-    private readonly pieceState: PieceStateLookup,
-  ) {}
-
-  private dir(taskId: string): string {
-    return join(this.root, taskId);
-  }
-
-  private path(taskId: string, idx: number): string {
-    return join(this.dir(taskId), `${idx}.pcm`);
-  }
-
-  private mp3Path(taskId: string, idx: number): string {
-    return join(this.dir(taskId), `${idx}.mp3`);
-  }
-
+/**
+ * The piece audio of this node: what generation writes (the task runner) and removes (the task
+ * service), and what stream sessions read (PieceAudioSource).
+ */
+export interface PieceAudioStore extends PieceAudioSource {
+  /** Starts (or restarts) writing a piece; any earlier partial file of it is discarded. */
+  startPiece(taskId: string, idx: number, mp3Source: PieceMp3Source): Promise<PieceWriter>;
+  /** Called once the piece is recorded as generated: new readers then read the complete file. */
+  pieceRecorded(taskId: string, idx: number): void;
   /** The complete PCM of a piece generated on this node (what openPiece gives once it is recorded). */
-  readComplete(taskId: string, idx: number, signal?: AbortSignal): Readable {
-    return readUntilAborted(this.path(taskId, idx), signal);
-  }
-
-  private mergedPath(taskId: string): string {
-    return join(this.dir(taskId), 'task.mp3');
-  }
-
+  readComplete(taskId: string, idx: number, signal?: AbortSignal): Readable;
+  /** The complete MP3 of a piece generated on this node (generation stores it as the piece's audio). */
+  readCompleteMp3(taskId: string, idx: number, signal?: AbortSignal): Readable;
   /** Starts (or restarts) writing a task's merged MP3; any earlier file of it is discarded. */
-  async startMergedMp3(taskId: string): Promise<MergedMp3Writer> {
-    await mkdir(this.dir(taskId), { recursive: true });
-    await rm(this.mergedPath(taskId), { force: true });
-    const cache = new FsSessionCache({ dir: this.dir(taskId), name: 'task.mp3' });
-    this.liveMerged.set(taskId, cache);
-    const forget = () => {
-      if (this.liveMerged.get(taskId) === cache) this.liveMerged.delete(taskId);
-    };
-    return {
-      append: (mp3) => cache.append(mp3),
-      finish: () => cache.finish(),
-      fail: (err) => {
-        forget();
-        cache.fail(err);
-      },
-    };
-  }
-
+  startMergedMp3(taskId: string): Promise<MergedMp3Writer>;
   /** The complete merged MP3 of a task generated on this node (generation stores it as the task's audio). */
-  readCompleteMergedMp3(taskId: string, signal?: AbortSignal): Readable {
-    return readUntilAborted(this.mergedPath(taskId), signal);
-  }
-
+  readCompleteMergedMp3(taskId: string, signal?: AbortSignal): Readable;
   /**
    * Called once the task's merged MP3 is stored, or its writing or storing failed: new full-task
    * streams no longer follow it (they read the stored audio, or encode the pieces themselves).
    */
-  mergedDone(taskId: string): void {
-    this.liveMerged.delete(taskId);
-  }
-
-  /** The complete MP3 of a piece generated on this node (generation stores it as the piece's audio). */
-  readCompleteMp3(taskId: string, idx: number, signal?: AbortSignal): Readable {
-    return readUntilAborted(this.mp3Path(taskId, idx), signal);
-  }
-
-  /** Starts (or restarts) writing a piece; any earlier partial file of it is discarded. */
-  async startPiece(taskId: string, idx: number, mp3Source: PieceMp3Source): Promise<PieceWriter> {
-    const key = `${taskId}/${idx}`;
-    await mkdir(this.dir(taskId), { recursive: true });
-    await rm(this.path(taskId, idx), { force: true });
-    await rm(this.mp3Path(taskId, idx), { force: true });
-    const piece: LivePiece = {
-      pcm: new FsSessionCache({ dir: this.dir(taskId), name: `${idx}.pcm` }),
-      mp3:
-        mp3Source.kind === 'none' ? null : new FsSessionCache({ dir: this.dir(taskId), name: `${idx}.mp3` }),
-      encodedHere: mp3Source.kind === 'encode',
-    };
-    this.live.set(key, piece);
-    this.events.changed(taskId);
-    // The encoding follows the PCM as it is written and ends with it; a failed piece stops it.
-    const stopEncoding = new AbortController();
-    const encoding =
-      mp3Source.kind === 'encode'
-        ? this.encodeWhileWritten(piece, mp3Source, AbortSignal.any([mp3Source.signal, stopEncoding.signal]))
-        : undefined;
-    encoding?.catch(() => undefined); // reported by finish(), or moot after fail()
-    return {
-      append: (pcm) => piece.pcm.append(new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength)),
-      appendMp3: (mp3) => {
-        if (mp3Source.kind !== 'engine' || piece.mp3 === null)
-          return Promise.reject(new Error(`piece ${key} was started without engine MP3`));
-        return piece.mp3.append(mp3);
-      },
-      finish: async () => {
-        await piece.pcm.finish();
-        await encoding;
-        await piece.mp3?.finish();
-      },
-      fail: (err) => {
-        stopEncoding.abort(err);
-        piece.mp3?.fail(err);
-        piece.pcm.fail(err);
-        this.live.delete(key);
-        this.events.changed(taskId);
-      },
-    };
-  }
-
-  /** Encodes a piece's PCM into its MP3 file while the PCM is written (one encoder per piece). */
-  private async encodeWhileWritten(
-    piece: LivePiece,
-    source: Extract<PieceMp3Source, { kind: 'encode' }>,
-    signal: AbortSignal,
-  ): Promise<void> {
-    const { mp3 } = piece;
-    if (mp3 === null) throw new Error('an encoded piece keeps its MP3');
-    const pcm = piece.pcm.createReadStream(0, null, signal);
-    pcm.on('error', () => undefined); // iteration reports it
-    const encoder = source.encoders.open({ interactive: source.interactive === true });
-    for await (const bytes of encodePiece(pcmChunks(pcm), encoder, signal)) {
-      await mp3.append(bytes);
-    }
-  }
-
-  /** Called once the piece is recorded as generated: new readers then read the complete file. */
-  pieceRecorded(taskId: string, idx: number): void {
-    this.live.delete(`${taskId}/${idx}`);
-    this.events.changed(taskId);
-  }
-
-  async openPiece(taskId: string, idx: number, signal: AbortSignal): Promise<Readable> {
-    const { reader } = await this.whenStarted(taskId, signal, async () => {
-      const found = await this.locate(taskId, idx);
-      if (found === undefined) return undefined;
-      return {
-        reader:
-          found === 'complete'
-            ? this.readComplete(taskId, idx, signal)
-            : found.pcm.createReadStream(0, null, signal),
-      };
-    });
-    return reader;
-  }
-
-  async openPieceMp3(taskId: string, idx: number, signal: AbortSignal): Promise<Readable | null> {
-    const opened = await this.whenStarted(taskId, signal, async () => {
-      const found = await this.locate(taskId, idx);
-      if (found === undefined) return undefined;
-      if (found !== 'complete') return { reader: found.mp3?.createReadStream(0, null, signal) ?? null };
-      const kept = await access(this.mp3Path(taskId, idx)).then(
-        () => true,
-        () => false,
-      );
-      return { reader: kept ? this.readCompleteMp3(taskId, idx, signal) : null };
-    });
-    return opened.reader;
-  }
-
-  async openCanonicalMp3(taskId: string, idx: number, signal: AbortSignal): Promise<Readable | null> {
-    const opened = await this.whenStarted(taskId, signal, async () => {
-      const found = await this.locate(taskId, idx);
-      if (found === undefined) return undefined;
-      if (found === 'complete' || !found.encodedHere || found.mp3 === null) return { reader: null };
-      return { reader: found.mp3.createReadStream(0, null, signal) };
-    });
-    return opened.reader;
-  }
-
-  async openMergedMp3(taskId: string, firstIdx: number, signal: AbortSignal): Promise<Readable | null> {
-    const opened = await this.whenStarted(taskId, signal, async () => {
-      if ((await this.locate(taskId, firstIdx)) === undefined) return undefined;
-      return { reader: this.liveMerged.get(taskId)?.createReadStream(0, null, signal) ?? null };
-    });
-    return opened.reader;
-  }
-
-  /**
-   * Retries `attempt` at every change of the task until it finds the piece (it returns undefined
-   * while the piece has not started), and returns what it found.
-   */
-  private async whenStarted<R extends Readable | null>(
-    taskId: string,
-    signal: AbortSignal,
-    attempt: () => Promise<{ reader: R } | undefined>,
-  ): Promise<{ reader: R }> {
-    for (;;) {
-      signal.throwIfAborted();
-      // Subscribe before reading state so a change in between is not missed; unsubscribe on return.
-      const subscription = new AbortController();
-      const change = this.events.nextChange(taskId, AbortSignal.any([signal, subscription.signal]));
-      change.catch(() => undefined);
-      let opened: { reader: R } | undefined;
-      try {
-        opened = await attempt();
-      } catch (err) {
-        subscription.abort();
-        throw err;
-      }
-      if (opened !== undefined) {
-        subscription.abort();
-        // Consumers iterate the reader later (the encoder takes a piece once the previous one is
-        // done): an abort before then destroys it with an 'error' event nobody listens to yet,
-        // which would be an uncaughtException. Iteration still reports the error.
-        opened.reader?.on('error', () => undefined);
-        return opened;
-      }
-      await change;
-    }
-  }
-
-  /**
-   * Where piece `idx` is: being written here (its live files), 'complete' on this node's disk, or
-   * undefined when it has not started (or is generated again here); throws when it failed or its
-   * audio is lost for good.
-   */
-  private async locate(taskId: string, idx: number): Promise<LivePiece | 'complete' | undefined> {
-    const live = this.live.get(`${taskId}/${idx}`);
-    if (live) return live;
-    const { piece: state, taskUnfinished } = await this.pieceState(taskId, idx);
-    if (state === 'generated') {
-      if (await this.hasPiece(taskId, idx)) return 'complete';
-      // Generated by a node that is gone (scale-out): this node's worker generates it again.
-      if (taskUnfinished) return undefined;
-      throw new AppError('TTS_GENERATE_FAILED', `the audio of content ${idx} is not available on this node`);
-    }
-    if (state === 'failed') throw new AppError('TTS_GENERATE_FAILED', `generation of content ${idx} failed`);
-    return undefined;
-  }
-
+  mergedDone(taskId: string): void;
   /** Whether this node holds the complete PCM of a piece (a task resumed on another node may not). */
-  async hasPiece(taskId: string, idx: number): Promise<boolean> {
-    if (this.live.has(`${taskId}/${idx}`)) return false;
-    return access(this.path(taskId, idx)).then(
-      () => true,
-      () => false,
-    );
-  }
-
+  hasPiece(taskId: string, idx: number): Promise<boolean>;
   /** Removes every piece file of a task. */
-  async deleteTask(taskId: string): Promise<void> {
-    await rm(this.dir(taskId), { recursive: true, force: true });
-  }
-
+  deleteTask(taskId: string): Promise<void>;
   /**
    * Deletes the piece audio of tasks that no longer need it on this node: not being written here,
    * not among the tasks `stillNeeded` reports (unfinished ones), and untouched for `idleMs` (stream
-   * pipelines of a finished task have read their pieces by then). On a cluster, the node that
-   * deletes a task is rarely the one holding its piece audio, so every node sweeps its own.
-   * Returns the task ids whose files were removed.
+   * pipelines of a finished task have read their pieces by then). Returns the task ids whose files
+   * were removed.
    */
-  async sweep(stillNeeded: (taskIds: string[]) => Promise<Set<string>>, idleMs: number): Promise<string[]> {
-    const names = await readdir(this.root).catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT') return [];
-      throw err;
-    });
-    const idle: string[] = [];
-    const cutoff = Date.now() - idleMs;
-    for (const taskId of names) {
-      if (this.liveMerged.has(taskId) || [...this.live.keys()].some((key) => key.startsWith(`${taskId}/`)))
-        continue;
-      if ((await lastWrite(this.dir(taskId))) < cutoff) idle.push(taskId);
-    }
-    if (idle.length === 0) return [];
-    const needed = await stillNeeded(idle);
-    const removed = idle.filter((taskId) => !needed.has(taskId));
-    for (const taskId of removed) await this.deleteTask(taskId);
-    return removed;
-  }
-}
-
-/** The newest modification time (ms) of a directory and the files in it. */
-async function lastWrite(dir: string): Promise<number> {
-  let newest = (await stat(dir)).mtimeMs;
-  for (const name of await readdir(dir)) {
-    const info = await stat(join(dir, name)).catch(() => undefined);
-    if (info !== undefined) newest = Math.max(newest, info.mtimeMs);
-  }
-  return newest;
-}
-
-/**
- * A read stream of `path` that stops when `signal` aborts (an aborted signal throws here). Its
- * abort error goes to whoever consumes it — a consumer that starts later (a blob store that first
- * creates folders) finds it in the stream's `errored` state — and never to the process as an
- * unhandled 'error' event (a task cancelled at that moment took the whole process down in tests).
- */
-function readUntilAborted(path: string, signal: AbortSignal | undefined): Readable {
-  signal?.throwIfAborted();
-  const stream = createReadStream(path, signal === undefined ? {} : { signal });
-  stream.on('error', () => undefined);
-  return stream;
+  sweep(stillNeeded: (taskIds: string[]) => Promise<Set<string>>, idleMs: number): Promise<string[]>;
 }

@@ -13,13 +13,13 @@ import { parseInput } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import type { TaskContentRow, TaskRow, TaskStatus } from '../storage/schema.js';
 import type { TaskVoice, VoiceService } from '../voices/voice-service.js';
-import type { PieceParams, SplitterLookup } from './generate-request.js';
-import type { RequestParser } from './request-parser.js';
+import type { PieceParams, SplitterLookup } from './requests/generate-request.js';
+import type { RequestParser } from './requests/request-parser.js';
 import { CANONICAL_RATE } from '../audio/pcm.js';
 import type { PieceAudioStore } from './piece-audio.js';
 import type { StreamTaskLookup, StreamTaskView } from './stream-view.js';
-import type { TaskEvents } from './task-events.js';
-import type { GenerationJob } from './task-runner.js';
+import type { TaskEvents } from './queue/task-events.js';
+import type { GenerationJob } from './runner/task-runner.js';
 import {
   CANCELLED_BY_CLIENT,
   utcDay,

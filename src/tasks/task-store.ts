@@ -14,7 +14,7 @@ import type {
   TaskRow,
   TaskStatus,
 } from '../storage/schema.js';
-import { LeaseLostError } from './task-queue.js';
+import { LeaseLostError } from './queue/task-queue.js';
 
 /** The columns of a task that its list summary shows (never the request echo or piece texts). */
 const SUMMARY_COLUMNS = [

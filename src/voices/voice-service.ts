@@ -11,7 +11,7 @@ import {
   UNLIMITED_STORAGE,
   type StorageLimits,
   type StorageRefusal,
-} from '../common/storage-limits.js';
+} from '../storage/storage-limits.js';
 import { AppError, errors } from '../errors/app-error.js';
 import { parseInput, storableString } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';

@@ -3,7 +3,7 @@
  * account's storage limits under the account's lock, so concurrent writes never pass a limit together.
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { storageRefusal, type StorageLimits, type StorageRefusal } from '../common/storage-limits.js';
+import { storageRefusal, type StorageLimits, type StorageRefusal } from '../storage/storage-limits.js';
 import { lockAccount } from '../storage/account-lock.js';
 import { fetchPage } from '../storage/paging.js';
 import type { Database, NewVoiceRow, VoiceRow, VoiceVersion } from '../storage/schema.js';

@@ -120,7 +120,7 @@ function resolveVoice(wanted: string, catalogue: EspeakCatalogue): string | unde
   return best?.id;
 }
 
-/** espeak's language code for each canonical language of the hosted API (src/tasks/generation-params.ts). */
+/** espeak's language code for each canonical language of the hosted API (src/tasks/requests/generation-params.ts). */
 const ESPEAK_LANGUAGE: Readonly<Record<string, string>> = { zh: 'cmn', 'fr-fr': 'fr-fr', 'en-us': 'en-us' };
 
 /** The primary subtag of a language code ('en-us' → 'en'; Mandarin and Chinese are one). */

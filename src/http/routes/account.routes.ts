@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { accountInfo } from '../../accounts/account-info.js';
-import type { StorageLimits, StorageUsage } from '../../common/storage-limits.js';
+import type { StorageLimits, StorageUsage } from '../../storage/storage-limits.js';
 import type { AccountQuotaReport } from '../../tasks/task-service.js';
 import { accountOf } from '../auth.js';
 import { ok } from '../envelope.js';

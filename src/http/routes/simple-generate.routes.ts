@@ -15,7 +15,7 @@ import {
   parseOneShotQuery,
   type OneShotRequest,
   type OneShotService,
-} from '../../tasks/one-shot.js';
+} from '../../tasks/one-shot/one-shot.js';
 import { accountOf } from '../auth.js';
 import { ok } from '../envelope.js';
 import { clientGone } from '../response-signals.js';

@@ -4,7 +4,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { SplitterService } from '../../splitter/splitter-service.js';
-import type { RequestParser } from '../../tasks/request-parser.js';
+import type { RequestParser } from '../../tasks/requests/request-parser.js';
 import { accountOf } from '../auth.js';
 import { declaredBodyBytes } from '../json-body.js';
 import { splitterSchemas } from '../api-schemas.js';

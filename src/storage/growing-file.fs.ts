@@ -1,5 +1,5 @@
 /**
- * SessionCache backed by one append-only file plus a bounded in-memory tail of its newest bytes:
+ * GrowingFile backed by one append-only file plus a bounded in-memory tail of its newest bytes:
  * the producer awaits each write (disk back-pressure), then the chunk joins the tail that every
  * reader shares. A reader inside the tail gets zero-copy views of it (no descriptor, no read). The
  * readers behind the tail share one read descriptor per cache (opened on first need, closed when
@@ -13,7 +13,14 @@ import { open, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { MAX_TAIL_SLAB_SIZE, MemoryTail } from './memory-tail.js';
-import type { SessionCache, SessionCacheLocation } from './session-cache.js';
+import type { GrowingFile, GrowingFileFolder } from './growing-file.js';
+import { runCacheDir } from './run-dir.fs.js';
+
+/** Where a growing file lives: a directory and a file name unique in it. */
+export interface GrowingFileLocation {
+  dir: string;
+  name: string;
+}
 
 /**
  * Size of one file read, of a shared file block (blocks are aligned on multiples of it) and of a
@@ -35,8 +42,8 @@ export const DEFAULT_TAIL_BYTES = 2 * 1024 * 1024;
  */
 export const DEFAULT_SHARED_BLOCK_BYTES = 1024 * 1024;
 
-/** Tuning of one FsSessionCache. */
-export interface FsSessionCacheOptions {
+/** Tuning of one FsGrowingFile. */
+export interface FsGrowingFileOptions {
   /** Byte budget of the shared in-memory tail (default DEFAULT_TAIL_BYTES); 0 = every read from the file. */
   tailBytes?: number;
   /**
@@ -220,7 +227,7 @@ class OwnFileReads implements FileReads {
   private handle: Promise<FileHandle> | null = null;
 
   constructor(
-    private readonly cache: FsSessionCache,
+    private readonly cache: FsGrowingFile,
     private readonly after: Promise<void>,
   ) {}
 
@@ -252,8 +259,8 @@ function checkByteOffset(name: string, value: number): void {
     throw new RangeError(`${name} must be a non-negative integer`);
 }
 
-/** File-backed SessionCache; the file is created (exclusively) at construction and deleted by `destroy()`. */
-export class FsSessionCache implements SessionCache {
+/** File-backed GrowingFile; the file is created (exclusively) at construction and deleted by `destroy()`. */
+export class FsGrowingFile implements GrowingFile {
   /** Absolute path of the backing file. */
   readonly path: string;
   private producedBytes = 0;
@@ -278,7 +285,7 @@ export class FsSessionCache implements SessionCache {
   private fileReads = 0;
 
   /** Creates the backing file `dir/name` (`name` must be unique to this session build: it is opened with `wx`). */
-  constructor(location: SessionCacheLocation, options: FsSessionCacheOptions = {}) {
+  constructor(location: GrowingFileLocation, options: FsGrowingFileOptions = {}) {
     const { dir, name } = location;
     if (name === '' || name === '.' || name === '..' || basename(name) !== name || name.includes('\0')) {
       throw new TypeError(`session cache name must be a plain file name, got ${JSON.stringify(name)}`);
@@ -525,7 +532,7 @@ export class FsSessionCache implements SessionCache {
 }
 
 /**
- * A pull-driven reader of one FsSessionCache window: `_read` pushes at most one chunk and only when
+ * A pull-driven reader of one FsGrowingFile window: `_read` pushes at most one chunk and only when
  * the consumer asks, so a slow consumer stops the reads instead of growing memory. A chunk is a
  * shared, read-only view of the cache's tail when the position is in it, else one block of the file
  * (shared with the other readers behind the tail, or its own read in per-reader mode) through file
@@ -542,7 +549,7 @@ class CacheReader extends Readable {
   private readonly onAbort: () => void;
 
   constructor(
-    private readonly cache: FsSessionCache,
+    private readonly cache: FsGrowingFile,
     start: number,
     private readonly endExclusive: number | null,
     private readonly signal: AbortSignal | undefined,
@@ -624,4 +631,24 @@ class CacheReader extends Readable {
       () => callback(error),
     );
   }
+}
+
+/**
+ * The growing files of one process under `root`: a run directory of its own (`run-<pid>-<random>`),
+ * made on first use and deleted by remove(); run directories of processes that are gone are swept
+ * when the next one is made.
+ */
+export function runGrowingFileFolder(root: string, options: FsGrowingFileOptions = {}): GrowingFileFolder {
+  const run = runCacheDir(root);
+  let dir: string | undefined;
+  return {
+    ready: async () => {
+      dir = await run.ready();
+    },
+    create: (name) => {
+      if (dir === undefined) throw new Error('growing file folder is not ready');
+      return new FsGrowingFile({ dir, name }, options);
+    },
+    remove: () => run.remove(),
+  };
 }

@@ -8,8 +8,8 @@
  */
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
-import { AppError } from '../errors/app-error.js';
-import { siblingModuleUrl, workerExecArgv } from '../common/worker-url.js';
+import { AppError } from '../../errors/app-error.js';
+import { siblingModuleUrl, workerExecArgv } from '../../common/worker-url.js';
 import type { GenerateLimits, SplitterLookup } from './generate-request.js';
 import { inlineRequestParser, type RequestParser } from './request-parser.js';
 import type { ParseOutcome, ParseTask } from './request-parse.worker.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-import { AppError } from '../errors/app-error.js';
-import type { SplitterConfig } from '../splitter/splitter-config.js';
+import { AppError } from '../../errors/app-error.js';
+import type { SplitterConfig } from '../../splitter/splitter-config.js';
 import type { GenerateLimits } from './generate-request.js';
 import { inlineRequestParser, type RequestParser } from './request-parser.js';
 import { workerPoolRequestParser } from './request-parser.worker-pool.js';

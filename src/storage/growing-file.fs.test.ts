@@ -13,12 +13,12 @@ import vm from 'node:vm';
 import {
   DEFAULT_SHARED_BLOCK_BYTES,
   DEFAULT_TAIL_BYTES,
-  FsSessionCache,
+  FsGrowingFile,
   READ_CHUNK_SIZE,
-  type FsSessionCacheOptions,
-} from './session-cache.fs.js';
+  type FsGrowingFileOptions,
+} from './growing-file.fs.js';
 import { MemoryTail } from './memory-tail.js';
-import { resolveRangePlan } from './range-plan.js';
+import { resolveRangePlan } from '../stream/range-plan.js';
 import { isSettled } from '../../test/helpers/settled.js';
 
 const MiB = 1024 * 1024;
@@ -63,9 +63,9 @@ async function settledMemory(gc: () => void): Promise<NodeJS.MemoryUsage> {
 }
 
 let dir: string;
-let caches: FsSessionCache[];
-function newCache(name = 'session.mp3', options: FsSessionCacheOptions = {}): FsSessionCache {
-  const cache = new FsSessionCache({ dir, name }, options);
+let caches: FsGrowingFile[];
+function newCache(name = 'session.mp3', options: FsGrowingFileOptions = {}): FsGrowingFile {
+  const cache = new FsGrowingFile({ dir, name }, options);
   caches.push(cache);
   return cache;
 }
@@ -79,7 +79,7 @@ void afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-void describe('FsSessionCache', () => {
+void describe('FsGrowingFile', () => {
   void test('a reader started before any append follows the appends to the end', async () => {
     const cache = newCache();
     const reader = cache.createReadStream(0, null);
@@ -299,8 +299,8 @@ void describe('FsSessionCache', () => {
   });
 
   void test('rejects bad names, an existing file and bad windows', async () => {
-    assert.throws(() => new FsSessionCache({ dir, name: '../x' }), TypeError);
-    assert.throws(() => new FsSessionCache({ dir, name: '' }), TypeError);
+    assert.throws(() => new FsGrowingFile({ dir, name: '../x' }), TypeError);
+    assert.throws(() => new FsGrowingFile({ dir, name: '' }), TypeError);
     const cache = newCache('dup.mp3');
     await cache.append(pattern(0, 1));
     const dup = newCache('dup.mp3'); // opened with wx: never clobbers another build's file
@@ -414,7 +414,7 @@ function readAll(stream: Readable, turnsPerChunk = 0): Promise<ReadOutcome> {
   });
 }
 
-void describe('FsSessionCache in-memory tail', () => {
+void describe('FsGrowingFile in-memory tail', () => {
   void test('the tail keeps the newest bytes within its budget, whatever the chunk sizes', () => {
     const tail = new MemoryTail(1000); // slabs of 250 bytes, at most 4
     assert.equal(tail.slabSize, 250);
@@ -463,7 +463,7 @@ void describe('FsSessionCache in-memory tail', () => {
         twins: fc.constantFrom(0, 0, 1, 3),
       });
       /** How readers behind the tail read: shared blocks of various budgets (0 = none kept), or per reader. */
-      const fileReading = fc.constantFrom<FsSessionCacheOptions>(
+      const fileReading = fc.constantFrom<FsGrowingFileOptions>(
         { fileReads: 'shared' },
         { fileReads: 'shared', sharedBlockBytes: 0 },
         { fileReads: 'shared', sharedBlockBytes: 1000 },
@@ -778,7 +778,7 @@ void describe('FsSessionCache in-memory tail', () => {
   });
 });
 
-void describe('FsSessionCache shared file reads', () => {
+void describe('FsGrowingFile shared file reads', () => {
   void test('readers at the same block share one read and get views of the same buffer', async () => {
     const blocks = 10;
     const size = blocks * READ_CHUNK_SIZE - 1000; // the last block is partial

@@ -12,11 +12,11 @@
  * No HTTP here: the routes live in src/http/routes/simple-generate.routes.ts.
  */
 import type { Readable } from 'node:stream';
-import { AppError, errors, isAppError } from '../errors/app-error.js';
-import { BOOLEAN_FIELDS, lenientItem, NUMBER_FIELDS } from './generation-params.js';
-import type { StreamTaskView } from './stream-view.js';
-import type { TaskEvents } from './task-events.js';
-import type { TaskDetailView, TaskService } from './task-service.js';
+import { AppError, errors, isAppError } from '../../errors/app-error.js';
+import { BOOLEAN_FIELDS, lenientItem, NUMBER_FIELDS } from '../requests/generation-params.js';
+import type { StreamTaskView } from '../stream-view.js';
+import type { TaskEvents } from '../queue/task-events.js';
+import type { TaskDetailView, TaskService } from '../task-service.js';
 
 /** A validated one-shot request: the content item (validated by task creation) and the answer mode. */
 export interface OneShotRequest {

@@ -7,7 +7,7 @@
 import { randomInt } from 'node:crypto';
 import { franc } from 'franc-min';
 import { z } from 'zod';
-import { storableString } from '../errors/validation.js';
+import { storableString } from '../../errors/validation.js';
 
 /** The languages the hosted API names (besides `auto`), as our canonical codes. */
 export const LANGUAGES = ['zh', 'en-us', 'ja', 'ko', 'fr-fr', 'pt', 'de', 'es', 'yue'] as const;
@@ -64,7 +64,7 @@ const DETECTION_SAMPLE_CHARS = 500;
 /**
  * `language: "auto"`: the language of `text` among ours, by franc (trigrams, and scripts for
  * Chinese, Japanese and Korean), or undefined when it cannot tell (the voice's own language is
- * used then). Accuracy on short texts is measured in src/tasks/generation-params.test.ts and
+ * used then). Accuracy on short texts is measured in src/tasks/requests/generation-params.test.ts and
  * documented in docs/compatibility.md.
  */
 export function detectLanguage(text: string): Language | undefined {

@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WaitingError, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { freshRedis } from '../../test/helpers/servers.js';
+import { freshRedis } from '../../../test/helpers/servers.js';
 import { BullmqTaskQueue } from './task-queue.bullmq.js';
 import { MemoryTaskQueue } from './task-queue.memory.js';
 import {

@@ -10,19 +10,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freshPostgresDatabase } from '../../test/helpers/servers.js';
-import { createEncoderPool, type EncoderPool } from '../audio/encoder-pool.js';
-import type { SpeechEngine } from '../audio/engines/engine.js';
-import { AppError } from '../errors/app-error.js';
-import { FsBlobStore } from '../storage/blob-store.fs.js';
-import { openDatabase, type DatabaseHandle } from '../storage/database.js';
-import type { TaskRow, TaskStatus } from '../storage/schema.js';
-import { PieceAudioStore } from './piece-audio.js';
-import { MemoryTaskEvents } from './task-events.memory.js';
-import { MemoryTaskQueue } from './task-queue.memory.js';
-import { LeaseLostError } from './task-queue.js';
+import { freshPostgresDatabase } from '../../../test/helpers/servers.js';
+import { createEncoderPool, type EncoderPool } from '../../audio/encoder-pool.js';
+import type { SpeechEngine } from '../../audio/engines/engine.js';
+import { AppError } from '../../errors/app-error.js';
+import { FsBlobStore } from '../../storage/blob-store.fs.js';
+import { openDatabase, type DatabaseHandle } from '../../storage/database.js';
+import type { TaskRow, TaskStatus } from '../../storage/schema.js';
+import { FsPieceAudioStore } from '../piece-audio.fs.js';
+import { MemoryTaskEvents } from '../queue/task-events.memory.js';
+import { MemoryTaskQueue } from '../queue/task-queue.memory.js';
+import { LeaseLostError } from '../queue/task-queue.js';
 import { MAX_ATTEMPTS, TaskRunner, type TaskRunnerDeps } from './task-runner.js';
-import { TaskStore } from './task-store.js';
+import { TaskStore } from '../task-store.js';
 
 const ACCOUNT = 'acct-1';
 
@@ -264,7 +264,7 @@ void describe('TaskRunner under leases', () => {
       store,
       queue: new MemoryTaskQueue(),
       workerUrl: 'http://this-node.test',
-      pieceAudio: new PieceAudioStore(join(dir, 'work'), events, async () => ({
+      pieceAudio: new FsPieceAudioStore(join(dir, 'work'), events, async () => ({
         piece: 'waiting',
         taskUnfinished: true,
       })),

@@ -4,16 +4,16 @@
  * splitter, whose utterances are validated exactly like content items.
  */
 import { z } from 'zod';
-import { AppError, errors } from '../errors/app-error.js';
+import { AppError, errors } from '../../errors/app-error.js';
 import {
   CONTROL_CHARACTER_MESSAGE,
   controlCharacterIndex,
   parseInput,
   storableString,
-} from '../errors/validation.js';
-import type { SplitterConfig } from '../splitter/splitter-config.js';
-import { checkSplitterConfigBounds, validateSplitterConfig } from '../splitter/splitter-config.js';
-import { splitText } from '../splitter/split-text.js';
+} from '../../errors/validation.js';
+import type { SplitterConfig } from '../../splitter/splitter-config.js';
+import { checkSplitterConfigBounds, validateSplitterConfig } from '../../splitter/splitter-config.js';
+import { splitText } from '../../splitter/split-text.js';
 import {
   detectLanguage,
   generationFieldSchemas,
@@ -23,7 +23,7 @@ import {
 } from './generation-params.js';
 
 /**
- * One content item as accepted: the hosted API's value sets (src/tasks/generation-params.ts), known
+ * One content item as accepted: the hosted API's value sets (src/tasks/requests/generation-params.ts), known
  * keys validated, unknown keys dropped (as the hosted API does). Stored strings refuse control
  * characters (issue 11 finding 8); zod 4 numbers refuse ±Infinity (JSON's 1e309), so no
  * non-finite number reaches a piece (finding 9). `language` is normalised to our canonical code

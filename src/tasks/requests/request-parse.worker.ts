@@ -3,9 +3,9 @@
  * off the main thread. A saved splitter is read by the main thread (the database is there): when
  * the request names one the task answers which, and is run again with its config.
  */
-import { lowerThreadPriority } from '../common/worker-priority.js';
-import { AppError } from '../errors/app-error.js';
-import type { SplitterConfig } from '../splitter/splitter-config.js';
+import { lowerThreadPriority } from '../../common/worker-priority.js';
+import { AppError } from '../../errors/app-error.js';
+import type { SplitterConfig } from '../../splitter/splitter-config.js';
 import {
   parseGenerateRequest,
   previewSplitterRequest,

@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { freePort } from '../../test/helpers/free-port.js';
+import { freePort } from '../../../test/helpers/free-port.js';
 import { BullmqTaskQueue } from './task-queue.bullmq.js';
 
 let server: ChildProcess | undefined;

@@ -1,6 +1,6 @@
 /**
- * Where this process keeps its session cache files: a directory of its own under the configured
- * stream-cache root (`run-<pid>-<random>`), deleted on close. Directories left by processes that
+ * Where this process keeps a folder of growing files (the stream sessions' caches): a directory of
+ * its own under the configured root (`run-<pid>-<random>`), deleted on close. Directories left by processes that
  * are gone (a crash, a kill) are swept when the next service starts.
  */
 import { randomBytes } from 'node:crypto';

@@ -1,5 +1,5 @@
 /**
- * Parsing generate and splitter-preview requests (src/tasks/generate-request.ts) as a port: the
+ * Parsing generate and splitter-preview requests (src/tasks/requests/generate-request.ts) as a port: the
  * work is pure but can be large (a 10,000-character text split with a maximum-size splitter
  * config, or 100 content items of 1,000 characters: ~15 ms each under load), so the service does
  * the large ones on a worker thread (`request-parser.worker-pool.ts`) and keeps its event loop for

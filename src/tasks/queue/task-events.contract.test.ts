@@ -8,11 +8,11 @@
 import { afterEach, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
-import { freshRedis } from '../../test/helpers/servers.js';
+import { freshRedis } from '../../../test/helpers/servers.js';
 import { MemoryTaskEvents } from './task-events.memory.js';
 import { RedisTaskEvents } from './task-events.redis.js';
 import type { TaskEvents } from './task-events.js';
-import { isSettled } from '../../test/helpers/settled.js';
+import { isSettled } from '../../../test/helpers/settled.js';
 
 /** A TaskEvents node that can count its waiters (to check that aborted waits leave none behind). */
 type EventsNode = TaskEvents & { waiterCount(taskId: string): number };

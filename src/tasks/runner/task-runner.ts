@@ -23,21 +23,21 @@
  * `POST …/cancel`), the task is aborted as by abort() and failed with that reason.
  */
 import type { Logger } from 'pino';
-import { encodeContinuous, type ContinuousPiece } from '../audio/continuous-encoder.js';
-import type { EncoderPool } from '../audio/encoder-pool.js';
-import { EngineCallError, type SpeechEngine } from '../audio/engines/engine.js';
-import { CANONICAL_RATE } from '../audio/pcm.js';
-import { pcmChunks } from '../audio/pcm-stream.js';
-import { AppError, isAppError } from '../errors/app-error.js';
-import { isDependencyUnavailable } from '../errors/dependency-unavailable.js';
-import type { BlobStore } from '../storage/blob-store.js';
-import { storageUnavailable } from '../storage/storage-errors.js';
-import type { TaskContentRow, TaskRow } from '../storage/schema.js';
-import { voiceBindingSchema, type VoiceBinding } from '../voices/voice-binding.js';
-import type { PieceParams } from './generate-request.js';
-import { presetStyle } from './generation-params.js';
-import type { PieceAudioStore } from './piece-audio.js';
-import type { TaskEvents } from './task-events.js';
+import { encodeContinuous, type ContinuousPiece } from '../../audio/continuous-encoder.js';
+import type { EncoderPool } from '../../audio/encoder-pool.js';
+import { EngineCallError, type SpeechEngine } from '../../audio/engines/engine.js';
+import { CANONICAL_RATE } from '../../audio/pcm.js';
+import { pcmChunks } from '../../audio/pcm-stream.js';
+import { AppError, isAppError } from '../../errors/app-error.js';
+import { isDependencyUnavailable } from '../../errors/dependency-unavailable.js';
+import type { BlobStore } from '../../storage/blob-store.js';
+import { storageUnavailable } from '../../storage/storage-errors.js';
+import type { TaskContentRow, TaskRow } from '../../storage/schema.js';
+import { voiceBindingSchema, type VoiceBinding } from '../../voices/voice-binding.js';
+import type { PieceParams } from '../requests/generate-request.js';
+import { presetStyle } from '../requests/generation-params.js';
+import type { PieceAudioStore } from '../piece-audio.js';
+import type { TaskEvents } from '../queue/task-events.js';
 import {
   ACCOUNT_BUSY,
   RETRY_LATER,
@@ -47,8 +47,8 @@ import {
   type TaskLease,
   type TaskOutcome,
   type TaskQueue,
-} from './task-queue.js';
-import type { ClaimOutcome, TaskStore } from './task-store.js';
+} from '../queue/task-queue.js';
+import type { ClaimOutcome, TaskStore } from '../task-store.js';
 
 /** A task interrupted this many times (crash, restart) is failed instead of retried again. */
 export const MAX_ATTEMPTS = 3;
