@@ -11,7 +11,6 @@ import { AdminService } from './admin/admin-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
 import { resolveLameBuild } from './audio/lame-stream.js';
 import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
-import { listEspeakVoices } from './audio/engines/espeak.engine.js';
 import type { AppConfig } from './config/config.js';
 import { effectiveAdminToken } from './http/admin-auth.js';
 import { bearerAuth } from './http/auth.js';
@@ -40,8 +39,6 @@ import { TaskRunner } from './tasks/task-runner.js';
 import { TaskService } from './tasks/task-service.js';
 import { TaskStore } from './tasks/task-store.js';
 import type { DatabaseHandle } from './storage/database.js';
-import { createEngineCatalog } from './voices/engine-catalog.js';
-import type { EngineCatalog } from './voices/voice-binding.js';
 import { VoiceService } from './voices/voice-service.js';
 import { VoiceStore } from './voices/voice-store.js';
 
@@ -57,7 +54,7 @@ export interface Services {
   accounts: AccountService;
   voices: VoiceService;
   splitters: SplitterService;
-  engines: EngineCatalog;
+  /** Every engine: bindings, the voice catalogue and synthesis. */
   synthesis: EngineRegistry;
   encoders: EncoderPool;
   tasks: TaskService;
@@ -171,11 +168,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     await registerOpenApi(http, { version: SERVICE_VERSION, publicUrl: config.publicUrl });
     const accounts = new AccountService(database.db, { authCacheMs: config.authCacheMs });
     if (config.bootstrapApiKey !== undefined) await accounts.bootstrap(config.bootstrapApiKey);
-    const engines = createEngineCatalog({
-      espeak: await listEspeakVoices(),
-      remoteEndpoints: Object.keys(config.remoteEngines),
-    });
-    const voices = new VoiceService(new VoiceStore(database.db), engines, blobs);
+    const voices = new VoiceService(new VoiceStore(database.db), synthesis, blobs);
     const splitters = new SplitterService(new SplitterStore(database.db), config.limits.splitterName);
     const taskStore = new TaskStore(database.db);
     const pieceAudio = new PieceAudioStore(
@@ -329,7 +322,6 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
         accounts,
         voices,
         splitters,
-        engines,
         synthesis,
         encoders,
         tasks,

@@ -8,7 +8,7 @@ import type { Account, AccountService, ApiKeyInfo } from '../accounts/account-se
 import { errors } from '../errors/app-error.js';
 import { parseInput, storableString } from '../errors/validation.js';
 import type { VoiceStatus, VoiceVersion } from '../storage/schema.js';
-import { voiceBindingSchema } from '../voices/voice-binding.js';
+import { voiceBindingSchema } from '../audio/engines/engine-registry.js';
 import { languageSchema, type Voice, type VoiceService } from '../voices/voice-service.js';
 
 /** An account as operators see it. */

@@ -12,7 +12,7 @@ import { ERROR_CATALOGUE, type ErrorCode } from '../errors/app-error.js';
 import { contentItemSchema } from '../tasks/generate-request.js';
 import { generationFieldSchemas, PRESETS } from '../tasks/generation-params.js';
 import { taskListQuerySchema } from '../tasks/task-service.js';
-import { voiceBindingSchema } from '../voices/voice-binding.js';
+import { voiceBindingSchema } from '../audio/engines/engine-registry.js';
 import { createVoiceSchema, VOICE_VERSIONS } from '../voices/voice-service.js';
 
 /** Who may call a route: the OpenAPI security requirement of each kind of credential. */

@@ -10,8 +10,16 @@ import { AppError, errors } from '../errors/app-error.js';
 import { parseInput, storableString } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import type { VoiceRow, VoiceStatus, VoiceVersion } from '../storage/schema.js';
-import { voiceBindingSchema, type EngineCatalog, type VoiceBinding } from './voice-binding.js';
+import { voiceBindingSchema, type VoiceBinding } from '../audio/engines/engine-registry.js';
 import type { VoiceStore } from './voice-store.js';
+
+/** What the voice domain needs of the engines (the engine registry knows every engine). */
+export interface VoiceEngines {
+  /** Resolves when the binding can be spoken; VALIDATION_INVALID_VALUE naming the problem otherwise. */
+  validateBinding(binding: VoiceBinding): Promise<void>;
+  /** The binding of a new voice of `language` when the request names none. */
+  defaultBinding(language: string): Promise<VoiceBinding>;
+}
 
 export const VOICE_VERSIONS: readonly VoiceVersion[] = ['v1.0', 'v2.0', 'v3.0', 'v4.0'];
 
@@ -68,7 +76,7 @@ type MigrationTarget = 'v2.0' | 'v3.0';
 export class VoiceService {
   constructor(
     private readonly store: VoiceStore,
-    private readonly engines: EngineCatalog,
+    private readonly engines: VoiceEngines,
     private readonly blobs: BlobStore,
   ) {}
 
@@ -107,8 +115,8 @@ export class VoiceService {
     v: Partial<VoiceImport> & Pick<VoiceImport, 'name' | 'version'>,
   ): Promise<Voice> {
     const language = v.language ?? 'en';
-    const engine = v.engine ?? this.engines.defaultBinding(language);
-    this.engines.validateBinding(engine);
+    const engine = v.engine ?? (await this.engines.defaultBinding(language));
+    await this.engines.validateBinding(engine);
     const now = new Date();
     const row: VoiceRow = {
       id: randomUUID(),
