@@ -18,6 +18,7 @@ import { adminRoutes } from './http/routes/admin.routes.js';
 import { addRouteOnRequestHook, clientAddressKey, registerRateLimit } from './http/rate-limit.js';
 import { accountRoutes } from './http/routes/account.routes.js';
 import { presetRoutes } from './http/routes/presets.routes.js';
+import { engineRoutes } from './http/routes/engines.routes.js';
 import { audioRoutes } from './http/routes/audio.routes.js';
 import { registerOpenApi, SERVICE_VERSION, useDocumentingSchemas } from './http/openapi.js';
 import { consoleRoutes } from './http/routes/console.routes.js';
@@ -298,6 +299,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       await scope.register(splitterRoutes(splitters, requestParser));
       await scope.register(taskRoutes(tasks, splitters));
       await scope.register(presetRoutes());
+      await scope.register(engineRoutes(synthesis));
       await scope.register(
         simpleGenerateRoutes(
           new OneShotService({

@@ -130,20 +130,23 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
       const lists = await Promise.all(
         [...instances.values()].map((i) => i.voices().catch((): EngineVoice[] => [])),
       );
-      return lists
+      const chosen = lists
         .flat()
         .filter((v) => usable.has(v.engine))
-        .filter((v) => wanted === undefined || v.engine === wanted || v.binding.engine === wanted)
-        .filter(
-          (v) =>
-            filter.language === undefined ||
-            v.languages.some((l) => languageMatches(l, filter.language ?? '')),
-        );
+        .filter((v) => wanted === undefined || v.engine === wanted || v.binding.engine === wanted);
+      return filter.language === undefined ? chosen : speaking(chosen, filter.language);
     },
     async close() {
       await Promise.all([...instances.values()].map((i) => i.close()));
     },
   };
+}
+
+/** The voices that speak `language`, those naming it exactly first (en-us: the US voice before English ones). */
+function speaking(voices: readonly EngineVoice[], language: string): EngineVoice[] {
+  const exact = (v: EngineVoice) => v.languages.some((l) => l.toLowerCase() === language.toLowerCase());
+  const matching = voices.filter((v) => v.languages.some((l) => languageMatches(l, language)));
+  return [...matching.filter(exact), ...matching.filter((v) => !exact(v))];
 }
 
 /**
@@ -194,11 +197,12 @@ export function withCallDeadline(engine: SpeechEngine, name: string, callMs: num
   return {
     synthesize: (req, signal) => bounded((s) => engine.synthesize(req, s), signal),
     ...(mp3 !== undefined && {
-      synthesizeMp3: (req: SynthesisRequest, signal: AbortSignal) => bounded((s) => mp3(req, s), signal),
+      synthesizeMp3: (req: SynthesisRequest, signal: AbortSignal) =>
+        bounded((s) => mp3.call(engine, req, s), signal),
     }),
     ...(marked !== undefined && {
       synthesizeWithMarks: (req: SynthesisRequest, signal: AbortSignal) =>
-        bounded((s) => marked(req, s), signal),
+        bounded((s) => marked.call(engine, req, s), signal),
     }),
   };
 }

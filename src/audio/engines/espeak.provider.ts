@@ -72,6 +72,7 @@ function infoOf(catalogue: EspeakCatalogue): EngineInfo {
     description: 'espeak-ng (built in, WebAssembly)',
     marks: ['sentence', 'word'],
     openVoices: false,
+    binding: { engine: 'espeak' },
     options: [
       {
         field: 'variant',

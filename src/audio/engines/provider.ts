@@ -43,6 +43,8 @@ export interface EngineInfo {
   openVoices: boolean;
   /** Settings of a binding beside the voice. */
   options: EngineOption[];
+  /** The binding fields that select this engine; a binding adds its `voice` and settings. */
+  binding: BaseBinding & Record<string, unknown>;
 }
 
 /** A voice of an engine, as the catalogue lists it. */

@@ -30,6 +30,7 @@ function infoOf(name: string): EngineInfo {
     description: 'OpenAI-compatible speech endpoint (remote)',
     marks: [],
     openVoices: true,
+    binding: { engine: 'remote', endpoint: name },
     options: [{ field: 'model', description: "The endpoint's model (its default when absent)" }],
   };
 }
