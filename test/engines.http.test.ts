@@ -2,6 +2,7 @@
 // engine voice with its fields, filters by language and engine, the spec's error body for bad ones.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { runCli } from './helpers/cli.js';
 import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
 
 interface Answer<T> {
@@ -40,16 +41,13 @@ describe('voice catalogue API', () => {
     espeak: { baseUrl: 'http://127.0.0.1:9' },
   };
   before(async () => {
-    t = await startTestApp({ env: { REMOTE_ENGINES: JSON.stringify(REMOTES) } });
+    t = await startTestApp({ listen: true, env: { REMOTE_ENGINES: JSON.stringify(REMOTES) } });
   });
   after(async () => t.close());
 
-  const get = async <T>(url: string, key: string | undefined = t.key) => {
-    const res = await t.app.http.inject({
-      method: 'GET',
-      url,
-      headers: key === undefined ? {} : bearer(key),
-    });
+  /** A GET with the account's key, or with `headers` (none: no credential). */
+  const get = async <T>(url: string, headers: Record<string, string> = bearer(t.key)) => {
+    const res = await t.app.http.inject({ method: 'GET', url, headers });
     return { statusCode: res.statusCode, body: res.json<Answer<T>>(), raw: res.body };
   };
 
@@ -127,5 +125,42 @@ describe('voice catalogue API', () => {
     });
     assert.equal(refused.statusCode, 400);
     assert.equal(refused.json<{ code: string }>().code, 'VALIDATION_INVALID_VALUE');
+  });
+
+  it('the CLI lists the catalogue through the server, or of this machine without a key', async () => {
+    const remote = await runCli({}, [
+      '--url',
+      t.baseUrl,
+      'engines',
+      '--voices',
+      '--engine',
+      'studio',
+      '--key',
+      t.key,
+      '--json',
+    ]);
+    assert.equal(remote.code, 0, remote.stderr);
+    assert.deepEqual(
+      (JSON.parse(remote.stdout) as Voice[]).map((v) => `${v.engine}:${v.id}`),
+      ['studio:nova'],
+    );
+    const local = await runCli({ REMOTE_ENGINES: JSON.stringify(REMOTES) }, ['engines']);
+    assert.equal(local.code, 0, local.stderr);
+    assert.match(local.stdout, /^espeak\tespeak\tavailable\t/m);
+    assert.match(local.stdout, /^studio\tremote\tavailable\t/m);
+    const german = await runCli({}, ['engines', '--voices', '--language', 'de']);
+    assert.match(german.stdout, /^espeak:gmw\/de\tGerman\tde\t/m);
+    const bad = await runCli({}, [
+      '--url',
+      t.baseUrl,
+      'engines',
+      '--voices',
+      '--engine',
+      'nope',
+      '--key',
+      t.key,
+    ]);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /unknown engine "nope"/);
   });
 });

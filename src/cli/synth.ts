@@ -23,7 +23,7 @@ export interface SynthRequest {
   text: string;
   /** A splitter config (dialogue mode) or a saved splitter's id; absent = one voice. */
   splitter?: { config: Record<string, unknown> } | { id: string };
-  /** The voice of plain text: a voice id, or `espeak:<voice>[+<variant>]`. */
+  /** The voice of plain text: a voice id, or `<engine>:<voice>[+<choice>]` (e.g. espeak:en-us+f3). */
   voice: string;
   out: string;
   /** Seconds to wait for the task at most. */
@@ -46,37 +46,81 @@ export interface SynthSummary extends SynthProgress {
   bytes: number;
 }
 
-/** `espeak:en-us+f3` → the voice create body, else undefined (an id). */
-function espeakVoice(spec: string): { name: string; engine: Record<string, string> } | undefined {
-  const match = /^espeak:([a-z]{2,3}(?:-[a-z0-9]+)*)(?:\+([a-z0-9]+))?$/i.exec(spec);
-  if (match === null) return undefined;
-  const [, voice = '', variant] = match;
-  return { name: spec, engine: { engine: 'espeak', voice, ...(variant !== undefined && { variant }) } };
+/** An engine as the voice catalogue lists it (GET /api/engines): what a voice spec needs of it. */
+interface CatalogueEngine {
+  id: string;
+  available: boolean;
+  binding: Record<string, unknown>;
+  options: { field: string; values?: { id: string }[] }[];
 }
 
-/** Voice ids for the `espeak:` specs (created once per run, or found by name), others as they are. */
+/** `<engine>:<voice>[+<choice>]`: engine, voice and choice of a spec; undefined for a voice id. */
+function parseSpec(spec: string): { engine: string; voice: string; choice?: string } | undefined {
+  const match = /^([A-Za-z0-9_-]{1,64}):([^+]+)(?:\+(.+))?$/.exec(spec);
+  if (match === null) return undefined;
+  const [, engine = '', voice = '', choice] = match;
+  return { engine, voice, ...(choice !== undefined && { choice }) };
+}
+
+/**
+ * The voice create body of a spec such as `espeak:en-us+f3`: the engine's binding from the voice
+ * catalogue with the voice, and the choice as the engine's first setting with listed values (an
+ * espeak-ng variant). Unknown engines name the ones there are.
+ */
+function specVoice(
+  spec: string,
+  engines: readonly CatalogueEngine[],
+): { name: string; engine: Record<string, unknown> } {
+  const parsed = parseSpec(spec);
+  const engine = engines.find((e) => e.id === parsed?.engine && e.available);
+  if (parsed === undefined || engine === undefined) {
+    const known = engines.filter((e) => e.available).map((e) => e.id);
+    throw new CliError(
+      `voice "${spec}": no engine "${parsed?.engine ?? ''}" (engines: ${known.join(', ')})`,
+      1,
+    );
+  }
+  const choice = engine.options.find((o) => o.values !== undefined);
+  if (parsed.choice !== undefined && choice === undefined)
+    throw new CliError(`voice "${spec}": engine ${engine.id} has no choice to give after +`, 1);
+  return {
+    name: spec,
+    engine: {
+      ...engine.binding,
+      voice: parsed.voice,
+      ...(parsed.choice !== undefined && choice !== undefined && { [choice.field]: parsed.choice }),
+    },
+  };
+}
+
+/** Voice ids for the `<engine>:<voice>` specs (created once per run, or found by name), others as they are. */
 async function resolveVoices(call: ApiCall, specs: string[]): Promise<Map<string, string>> {
   const resolved = new Map<string, string>();
+  const unique = [...new Set(specs)];
+  if (!unique.some((spec) => parseSpec(spec) !== undefined)) return new Map(unique.map((s) => [s, s]));
+  const engines = parseData<CatalogueEngine[]>(await call('GET', '/api/engines'), 'listing engines');
   const existing = parseData<{ id: string; name: string }[]>(
     await call('GET', '/api/voice?limit=50'),
     'listing voices',
   );
-  for (const spec of new Set(specs)) {
-    const create = espeakVoice(spec);
-    if (create === undefined) {
+  for (const spec of unique) {
+    if (parseSpec(spec) === undefined) {
       resolved.set(spec, spec);
       continue;
     }
     const found = existing.find((v) => v.name === spec);
     const id =
       found?.id ??
-      parseData<{ id: string }>(await call('POST', '/api/voice', create), `creating voice ${spec}`).id;
+      parseData<{ id: string }>(
+        await call('POST', '/api/voice', specVoice(spec, engines)),
+        `creating voice ${spec}`,
+      ).id;
     resolved.set(spec, id);
   }
   return resolved;
 }
 
-/** The splitter config with its `espeak:` voice specs replaced by voice ids. */
+/** The splitter config with its `<engine>:<voice>` specs replaced by voice ids. */
 function withVoiceIds(config: Record<string, unknown>, ids: Map<string, string>): Record<string, unknown> {
   return Object.fromEntries(
     Object.entries(config).map(([key, value]) => {
