@@ -143,7 +143,11 @@ voices
   .option('--version <version>', 'v1.0, v2.0, v3.0 or v4.0', oneOf<VoiceVersion>(VOICE_VERSIONS))
   .option('--language <tag>', 'language tag', 'en')
   .option('--description <text>', 'description')
-  .option('--espeak-voice <name>', 'espeak-ng voice (default: the language default)')
+  .option(
+    '--voice <spec>',
+    'a voice of the catalogue, <engine>:<voice>[+<variant>] (`voicegen engines --voices`; default: the language default)',
+  )
+  .option('--espeak-voice <name>', 'shorthand of --voice espeak:<name>')
   .option('--lora', 'the voice has professional-cloning (LoRA) artifacts', false)
   .option('--status <status>', 'ready or creating', oneOf(['ready', 'creating'] as const), 'ready')
   .option('--json', 'print the imported voices as a JSON array (one voice: the object)', false)
@@ -156,6 +160,7 @@ voices
         version?: VoiceVersion;
         language: string;
         description?: string;
+        voice?: string;
         espeakVoice?: string;
         lora: boolean;
         status: 'ready' | 'creating';
@@ -174,6 +179,7 @@ voices
             version: opts.version,
             language: opts.language,
             description: opts.description,
+            voice: opts.voice,
             espeakVoice: opts.espeakVoice,
             lora: opts.lora,
             status: opts.status,

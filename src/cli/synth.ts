@@ -8,6 +8,7 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { bindingFromSpec, parseVoiceSpec } from '../audio/engines/voice-spec.js';
 import { parseData, type ApiCall } from './api-call.js';
 import { CliError } from './cli-error.js';
 import { watchTask } from './tasks.js';
@@ -46,65 +47,21 @@ export interface SynthSummary extends SynthProgress {
   bytes: number;
 }
 
-/** An engine as the voice catalogue lists it (GET /api/engines): what a voice spec needs of it. */
-interface CatalogueEngine {
-  id: string;
-  available: boolean;
-  binding: Record<string, unknown>;
-  options: { field: string; values?: { id: string }[] }[];
-}
-
-/** `<engine>:<voice>[+<choice>]`: engine, voice and choice of a spec; undefined for a voice id. */
-function parseSpec(spec: string): { engine: string; voice: string; choice?: string } | undefined {
-  const match = /^([A-Za-z0-9_-]{1,64}):([^+]+)(?:\+(.+))?$/.exec(spec);
-  if (match === null) return undefined;
-  const [, engine = '', voice = '', choice] = match;
-  return { engine, voice, ...(choice !== undefined && { choice }) };
-}
-
-/**
- * The voice create body of a spec such as `espeak:en-us+f3`: the engine's binding from the voice
- * catalogue with the voice, and the choice as the engine's first setting with listed values (an
- * espeak-ng variant). Unknown engines name the ones there are.
- */
-function specVoice(
-  spec: string,
-  engines: readonly CatalogueEngine[],
-): { name: string; engine: Record<string, unknown> } {
-  const parsed = parseSpec(spec);
-  const engine = engines.find((e) => e.id === parsed?.engine && e.available);
-  if (parsed === undefined || engine === undefined) {
-    const known = engines.filter((e) => e.available).map((e) => e.id);
-    throw new CliError(
-      `voice "${spec}": no engine "${parsed?.engine ?? ''}" (engines: ${known.join(', ')})`,
-      1,
-    );
-  }
-  const choice = engine.options.find((o) => o.values !== undefined);
-  if (parsed.choice !== undefined && choice === undefined)
-    throw new CliError(`voice "${spec}": engine ${engine.id} has no choice to give after +`, 1);
-  return {
-    name: spec,
-    engine: {
-      ...engine.binding,
-      voice: parsed.voice,
-      ...(parsed.choice !== undefined && choice !== undefined && { [choice.field]: parsed.choice }),
-    },
-  };
-}
+/** The catalogue's engines, as a voice spec needs them. */
+type CatalogueEngine = Parameters<typeof bindingFromSpec>[1][number];
 
 /** Voice ids for the `<engine>:<voice>` specs (created once per run, or found by name), others as they are. */
 async function resolveVoices(call: ApiCall, specs: string[]): Promise<Map<string, string>> {
   const resolved = new Map<string, string>();
   const unique = [...new Set(specs)];
-  if (!unique.some((spec) => parseSpec(spec) !== undefined)) return new Map(unique.map((s) => [s, s]));
+  if (!unique.some((spec) => parseVoiceSpec(spec) !== undefined)) return new Map(unique.map((s) => [s, s]));
   const engines = parseData<CatalogueEngine[]>(await call('GET', '/api/engines'), 'listing engines');
   const existing = parseData<{ id: string; name: string }[]>(
     await call('GET', '/api/voice?limit=50'),
     'listing voices',
   );
   for (const spec of unique) {
-    if (parseSpec(spec) === undefined) {
+    if (parseVoiceSpec(spec) === undefined) {
       resolved.set(spec, spec);
       continue;
     }
@@ -112,7 +69,10 @@ async function resolveVoices(call: ApiCall, specs: string[]): Promise<Map<string
     const id =
       found?.id ??
       parseData<{ id: string }>(
-        await call('POST', '/api/voice', specVoice(spec, engines)),
+        await call('POST', '/api/voice', {
+          name: spec,
+          engine: bindingFromSpec(spec, engines, (message) => new CliError(message, 1)),
+        }),
         `creating voice ${spec}`,
       ).id;
     resolved.set(spec, id);

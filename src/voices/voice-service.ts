@@ -19,6 +19,8 @@ export interface VoiceEngines {
   validateBinding(binding: VoiceBinding): Promise<void>;
   /** The binding of a new voice of `language` when the request names none. */
   defaultBinding(language: string): Promise<VoiceBinding>;
+  /** The binding of a voice spec such as `espeak:en-us+f3` (operator imports). */
+  bindingForSpec(spec: string): Promise<VoiceBinding>;
 }
 
 export const VOICE_VERSIONS: readonly VoiceVersion[] = ['v1.0', 'v2.0', 'v3.0', 'v4.0'];
@@ -67,6 +69,8 @@ export interface VoiceImport {
   language?: string;
   description?: string;
   engine?: VoiceBinding;
+  /** A catalogue voice as `<engine>:<voice>[+<choice>]`, when `engine` is absent. */
+  voiceSpec?: string;
   withLora?: boolean;
   status?: VoiceStatus;
 }
@@ -115,7 +119,11 @@ export class VoiceService {
     v: Partial<VoiceImport> & Pick<VoiceImport, 'name' | 'version'>,
   ): Promise<Voice> {
     const language = v.language ?? 'en';
-    const engine = v.engine ?? (await this.engines.defaultBinding(language));
+    const engine =
+      v.engine ??
+      (v.voiceSpec === undefined
+        ? await this.engines.defaultBinding(language)
+        : await this.engines.bindingForSpec(v.voiceSpec));
     await this.engines.validateBinding(engine);
     const now = new Date();
     const row: VoiceRow = {

@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { CallDeadline } from '../../common/call-deadline.js';
 import { errors } from '../../errors/app-error.js';
+import { parseInput } from '../../errors/validation.js';
 import {
   DEFAULT_ENGINE_TIMEOUTS,
   EngineCallError,
@@ -25,6 +26,7 @@ import {
   type ProviderInstance,
 } from './provider.js';
 import { remoteProvider } from './remote.provider.js';
+import { bindingFromSpec } from './voice-spec.js';
 
 /** Every engine kind the service has; the order is the order of preference for a new voice's default. */
 export const PROVIDERS = [espeakProvider, remoteProvider] as const;
@@ -67,6 +69,8 @@ export interface EngineRegistry {
   validateBinding(binding: VoiceBinding): Promise<void>;
   /** The binding of a new voice of `language`: the first provider's that has one. */
   defaultBinding(language: string): Promise<VoiceBinding>;
+  /** The binding a voice spec (`espeak:en-us+f3`, see voice-spec.ts) stands for; not yet validated. */
+  bindingForSpec(spec: string): Promise<VoiceBinding>;
   /** Every engine with its availability. */
   engines(): Promise<EngineInfo[]>;
   /** The voices of the available engines; VALIDATION_INVALID_VALUE for an unknown engine. */
@@ -118,6 +122,10 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
       throw errors.invalidValue(`language: no built-in engine has a voice for "${language}"`);
     },
     engines,
+    async bindingForSpec(spec) {
+      const binding = bindingFromSpec(spec, await engines(), (message) => errors.invalidValue(message));
+      return parseInput(voiceBindingSchema, binding, 'VALIDATION_INVALID_VALUE', 'voice');
+    },
     async voices(filter = {}) {
       const all = await engines();
       const wanted = filter.engine;
