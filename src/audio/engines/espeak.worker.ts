@@ -56,7 +56,7 @@ async function espeak(): Promise<Instance> {
 
 /**
  * espeak's word and sentence events as marks: `audio_position` is milliseconds from the start of
- * this synthesis (exact to the sample at 44.1 samples a millisecond), `text_position` a 1-based
+ * this synthesis (to the millisecond, 44 samples; a sentence's own start is sample 0 exactly), `text_position` a 1-based
  * code point index into the sentence, `word_length` in code points.
  */
 function marksOf(events: readonly ESpeakEvent[], codePoints: readonly string[]): TimingMark[] {
