@@ -56,8 +56,8 @@ async function espeak(): Promise<Instance> {
 
 /**
  * espeak's word and sentence events as marks: `audio_position` is milliseconds from the start of
- * this synthesis (to the millisecond, 44 samples; a sentence's own start is sample 0 exactly), `text_position` a 1-based
- * code point index into the sentence, `word_length` in code points.
+ * this synthesis (so words land within 44 samples; a sentence's own start is sample 0 exactly),
+ * `text_position` a 1-based code point index into the sentence, `word_length` in code points.
  */
 function marksOf(events: readonly ESpeakEvent[], codePoints: readonly string[]): TimingMark[] {
   const marks: TimingMark[] = [];
