@@ -11,7 +11,6 @@ import { AdminService } from './admin/admin-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
 import { resolveLameBuild } from './audio/lame-stream.js';
 import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
-import { listEspeakVoices } from './audio/engines/espeak.engine.js';
 import type { AppConfig } from './config/config.js';
 import { effectiveAdminToken } from './http/admin-auth.js';
 import { bearerAuth } from './http/auth.js';
@@ -19,6 +18,7 @@ import { adminRoutes } from './http/routes/admin.routes.js';
 import { addRouteOnRequestHook, clientAddressKey, registerRateLimit } from './http/rate-limit.js';
 import { accountRoutes } from './http/routes/account.routes.js';
 import { presetRoutes } from './http/routes/presets.routes.js';
+import { engineRoutes } from './http/routes/engines.routes.js';
 import { audioRoutes } from './http/routes/audio.routes.js';
 import { registerOpenApi, SERVICE_VERSION, useDocumentingSchemas } from './http/openapi.js';
 import { consoleRoutes } from './http/routes/console.routes.js';
@@ -42,8 +42,6 @@ import { TaskService } from './tasks/task-service.js';
 import { TaskStore } from './tasks/task-store.js';
 import type { DatabaseHandle } from './storage/database.js';
 import { runGrowingFileFolder } from './storage/growing-file.fs.js';
-import { createEngineCatalog } from './voices/engine-catalog.js';
-import type { EngineCatalog } from './voices/voice-binding.js';
 import { VoiceService } from './voices/voice-service.js';
 import { VoiceStore } from './voices/voice-store.js';
 
@@ -59,7 +57,7 @@ export interface Services {
   accounts: AccountService;
   voices: VoiceService;
   splitters: SplitterService;
-  engines: EngineCatalog;
+  /** Every engine: bindings, the voice catalogue and synthesis. */
   synthesis: EngineRegistry;
   encoders: EncoderPool;
   tasks: TaskService;
@@ -173,11 +171,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     await registerOpenApi(http, { version: SERVICE_VERSION, publicUrl: config.publicUrl });
     const accounts = new AccountService(database.db, { authCacheMs: config.authCacheMs });
     if (config.bootstrapApiKey !== undefined) await accounts.bootstrap(config.bootstrapApiKey);
-    const engines = createEngineCatalog({
-      espeak: await listEspeakVoices(),
-      remoteEndpoints: Object.keys(config.remoteEngines),
-    });
-    const voices = new VoiceService(new VoiceStore(database.db), engines, blobs, config.storageLimits);
+    const voices = new VoiceService(new VoiceStore(database.db), synthesis, blobs, config.storageLimits);
     const splitters = new SplitterService(
       new SplitterStore(database.db),
       config.limits.splitterName,
@@ -321,6 +315,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       await scope.register(splitterRoutes(splitters, requestParser));
       await scope.register(taskRoutes(tasks, splitters));
       await scope.register(presetRoutes());
+      await scope.register(engineRoutes(synthesis));
       await scope.register(
         simpleGenerateRoutes(
           new OneShotService({
@@ -345,7 +340,6 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
         accounts,
         voices,
         splitters,
-        engines,
         synthesis,
         encoders,
         tasks,

@@ -269,7 +269,24 @@ describe('admin API', () => {
       'VALIDATION_INVALID_VALUE',
       /klingon/,
     );
-    for (const field of ['name', 'description', 'espeakVoice', 'language']) {
+    // A voice of the catalogue as `<engine>:<voice>[+<variant>]`, every espeak-ng variant included.
+    const serious = dataOf<{ engine: Record<string, unknown> }>(
+      await call('POST', url, { name: 'serious', version: 'v2.0', voice: 'espeak:gmw/en-US+Mr serious' }),
+    );
+    assert.deepEqual(serious.engine, { engine: 'espeak', voice: 'gmw/en-US', variant: 'Mr serious' });
+    assertError(
+      await call('POST', url, { name: 'x', version: 'v1.0', voice: 'nowhere:nova' }),
+      400,
+      'VALIDATION_INVALID_VALUE',
+      /no engine "nowhere"/,
+    );
+    assertError(
+      await call('POST', url, { name: 'x', version: 'v1.0', voice: 'espeak:en-us+Mr nobody' }),
+      400,
+      'VALIDATION_INVALID_VALUE',
+      /Mr nobody/,
+    );
+    for (const field of ['name', 'description', 'espeakVoice', 'voice', 'language']) {
       assertError(
         await call('POST', url, { name: 'x', version: 'v1.0', [field]: 'nul\u0000here' }),
         400,

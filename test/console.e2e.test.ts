@@ -127,13 +127,20 @@ describe(
       assert.equal(new URL(page.url()).hash, '', 'the key is removed from the address bar');
       assert.equal(await page.evaluate<string | null>(`sessionStorage.getItem('voicegen.key')`), t.key);
 
-      // Two voices through the UI.
+      // The voice form offers what the engines have (the voice catalogue), every variant included.
+      await page.locator('#voice-engine option[value="espeak"]').waitFor({ state: 'attached' });
+      const catalogue = await t.app.services.synthesis.voices({ engine: 'espeak' });
+      assert.equal(await page.locator('#voice-codes option').count(), catalogue.length);
+      assert.ok(catalogue.length > 100, 'every espeak-ng voice is offered');
+      assert.equal(await page.locator('#voice-code').inputValue(), 'gmw/en-US', "the browser's language");
+      // Three voices through the UI, one with a variant whose name has a space.
       for (const [name, variant] of [
+        ['Serious', 'Mr serious'],
         ['Host', 'm3'],
         ['Guest', 'f3'],
       ] as const) {
         await page.getByLabel('Name', { exact: true }).fill(name);
-        await page.getByLabel('Variant').fill(variant);
+        await page.getByLabel('Variant').selectOption(variant);
         await page.getByRole('button', { name: 'Create voice' }).click();
         await page.locator('#voices li', { hasText: name }).waitFor();
       }

@@ -67,7 +67,7 @@ async function signIn() {
     $('sign-in').hidden = true;
     $('workspace').hidden = false;
     $('sign-out').hidden = false;
-    await Promise.all([loadVoices(), loadTasks(), loadSplitters()]);
+    await Promise.all([loadVoices(), loadTasks(), loadSplitters(), loadEngines()]);
     if ($('splitter-config').value === '') editSplitter(null);
   } catch (err) {
     // A refused key is forgotten; any other failure leaves the tab signed in to try again.
@@ -105,10 +105,100 @@ $('sign-out').addEventListener('click', () => {
 
 // ---------------------------------------------------------------- voices
 
-const VOICE_CODES = ['en-us', 'en', 'de', 'fr', 'es', 'it', 'pt', 'nl', 'sv', 'pl', 'ru', 'cmn', 'ja', 'hi'];
-const VARIANTS = ['f1', 'f2', 'f3', 'f4', 'f5', 'm1', 'm2', 'm3', 'm4', 'm5', 'm6', 'm7'];
-for (const code of VOICE_CODES) $('voice-codes').append(element('option', { value: code }));
-for (const code of VARIANTS) $('variant-codes').append(element('option', { value: code }));
+/** The engines of the voice catalogue (GET /api/engines), by id. */
+let engines = new Map();
+
+/** Fills the engine choice from the catalogue; unavailable engines are shown with their reason. */
+async function loadEngines() {
+  const answer = await api('GET', '/api/engines');
+  engines = new Map(answer.data.map((engine) => [engine.id, engine]));
+  const select = $('voice-engine');
+  const chosen = select.value;
+  select.replaceChildren(
+    ...answer.data.map((engine) =>
+      element(
+        'option',
+        { value: engine.id, disabled: engine.available ? undefined : '', title: engine.reason },
+        engine.available ? engine.id : `${engine.id} (unavailable: ${engine.reason})`,
+      ),
+    ),
+  );
+  const usable = answer.data.find((engine) => engine.available);
+  select.value = engines.get(chosen)?.available ? chosen : (usable?.id ?? '');
+  await showEngine();
+}
+
+/** The voices and settings of the chosen engine: its catalogue voices, the browser's language first. */
+async function showEngine() {
+  const engine = engines.get($('voice-engine').value);
+  $('voice-codes').replaceChildren();
+  $('voice-options').replaceChildren();
+  if (engine === undefined) return;
+  const all = await api('GET', `/api/engines/voices?${new URLSearchParams({ engine: engine.id })}`);
+  const mine = await api(
+    'GET',
+    `/api/engines/voices?${new URLSearchParams({ engine: engine.id, language: navigator.language || 'en' })}`,
+  ).catch(() => ({ data: [] }));
+  for (const voice of all.data) {
+    const label = `${voice.name} (${voice.languages.join(', ')})${voice.gender ? `, ${voice.gender}` : ''}`;
+    $('voice-codes').append(element('option', { value: voice.id, label }));
+  }
+  $('voice-code').value = (mine.data[0] ?? all.data[0])?.id ?? '';
+  $('voice-code-hint').textContent =
+    `${engine.description}: ${all.data.length} voices${engine.openVoices ? ' listed (others accepted)' : ''}. ` +
+    (all.data[0]?.quality ?? '');
+  for (const option of engine.options) $('voice-options').append(...optionControl(option));
+}
+
+/** A label and a control for one binding setting: a choice of every value, or a number or text field. */
+function optionControl(option) {
+  const id = `voice-option-${option.field}`;
+  const label = element('label', { for: id, title: option.description }, capitalise(option.field));
+  if (option.values) {
+    const choices = option.values.map((v) =>
+      element(
+        'option',
+        { value: v.id },
+        `${v.id}${v.name !== v.id ? ` (${v.name})` : ''}${v.gender ? `, ${v.gender}` : ''}`,
+      ),
+    );
+    return [
+      label,
+      element(
+        'select',
+        { id, 'data-field': option.field },
+        element('option', { value: '' }, '(default)'),
+        ...choices,
+      ),
+    ];
+  }
+  const numeric = option.min !== undefined || option.max !== undefined;
+  const input = element('input', {
+    id,
+    'data-field': option.field,
+    type: numeric ? 'number' : 'text',
+    min: option.min,
+    max: option.max,
+    placeholder: 'default',
+  });
+  return [label, input];
+}
+
+function capitalise(text) {
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
+/** The binding the form describes: the engine's own fields, the voice, and the settings given. */
+function formBinding() {
+  const binding = { ...engines.get($('voice-engine').value)?.binding, voice: $('voice-code').value.trim() };
+  for (const control of $('voice-options').querySelectorAll('[data-field]')) {
+    const value = control.value.trim();
+    if (value !== '') binding[control.dataset.field] = control.type === 'number' ? Number(value) : value;
+  }
+  return binding;
+}
+
+$('voice-engine').addEventListener('change', () => void showEngine().catch(showError));
 
 async function loadVoices() {
   const answer = await api('GET', '/api/voice?limit=50');
@@ -148,12 +238,8 @@ async function loadVoices() {
 $('voice-form').addEventListener('submit', async (event) => {
   event.preventDefault();
   clearError();
-  const variant = $('voice-variant').value.trim();
   try {
-    await api('POST', '/api/voice', {
-      name: $('voice-name').value.trim(),
-      engine: { engine: 'espeak', voice: $('voice-code').value.trim(), ...(variant ? { variant } : {}) },
-    });
+    await api('POST', '/api/voice', { name: $('voice-name').value.trim(), engine: formBinding() });
     $('voice-name').value = '';
     await loadVoices();
   } catch (err) {

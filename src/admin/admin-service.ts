@@ -8,7 +8,7 @@ import type { Account, AccountService, ApiKeyInfo } from '../accounts/account-se
 import { errors } from '../errors/app-error.js';
 import { parseInput, storableString } from '../errors/validation.js';
 import type { VoiceStatus, VoiceVersion } from '../storage/schema.js';
-import { voiceBindingSchema } from '../voices/voice-binding.js';
+import { voiceBindingSchema } from '../audio/engines/engine-registry.js';
 import { languageSchema, type Voice, type VoiceService } from '../voices/voice-service.js';
 
 /** An account as operators see it. */
@@ -45,9 +45,11 @@ export const voiceImportRequestSchema = z.object({
   version: z.string(),
   language: languageSchema.optional(),
   description: storableString().max(1000).optional(),
-  /** An espeak-ng voice; the language's default voice when absent. */
+  /** A voice of the voice catalogue, `<engine>:<voice>[+<variant>]`; the language's default voice when absent. */
+  voice: storableString().min(3).max(300).optional(),
+  /** Shorthand of `voice: "espeak:<espeakVoice>"`, kept for existing scripts. */
   espeakVoice: storableString().min(1).max(32).optional(),
-  /** The whole engine binding (as `voices export` writes it); takes precedence over espeakVoice. */
+  /** The whole engine binding (as `voices export` writes it); takes precedence over voice and espeakVoice. */
   engine: voiceBindingSchema.optional(),
   /** The voice has professional-cloning (LoRA) artifacts. */
   lora: z.boolean().optional(),
@@ -140,9 +142,8 @@ export class AdminService implements AdminOperations {
       version: input.version as VoiceVersion,
       language: input.language,
       description: input.description,
-      engine:
-        input.engine ??
-        (input.espeakVoice === undefined ? undefined : { engine: 'espeak', voice: input.espeakVoice }),
+      engine: input.engine,
+      voiceSpec: input.voice ?? (input.espeakVoice === undefined ? undefined : `espeak:${input.espeakVoice}`),
       withLora: input.lora ?? false,
       status: input.status ?? 'ready',
     });

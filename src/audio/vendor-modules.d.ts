@@ -24,7 +24,7 @@ declare module '@echogarden/espeak-ng-emscripten' {
   }
   export interface ESpeakModule {
     eSpeakNGWorker: new () => ESpeakNGWorker;
-    FS: { readdir(path: string): string[] };
+    FS: { readdir(path: string): string[]; readFile(path: string, options: { encoding: 'utf8' }): string };
   }
   const factory: (moduleArg?: object) => Promise<ESpeakModule>;
   export default factory;

@@ -13,6 +13,7 @@ import { isAppError } from '../errors/app-error.js';
 import type { VoiceVersion } from '../storage/schema.js';
 import { readServerFile } from '../http/server-file.js';
 import { VOICE_VERSIONS, type Voice } from '../voices/voice-service.js';
+import { apiCatalogue, formatEngines, formatVoices, localCatalogue } from './catalogue.js';
 import { CliError } from './cli-error.js';
 import { connectOperator } from './operator-connection.js';
 import {
@@ -142,7 +143,11 @@ voices
   .option('--version <version>', 'v1.0, v2.0, v3.0 or v4.0', oneOf<VoiceVersion>(VOICE_VERSIONS))
   .option('--language <tag>', 'language tag', 'en')
   .option('--description <text>', 'description')
-  .option('--espeak-voice <name>', 'espeak-ng voice (default: the language default)')
+  .option(
+    '--voice <spec>',
+    'a voice of the catalogue, <engine>:<voice>[+<variant>] (`voicegen engines --voices`; default: the language default)',
+  )
+  .option('--espeak-voice <name>', 'shorthand of --voice espeak:<name>')
   .option('--lora', 'the voice has professional-cloning (LoRA) artifacts', false)
   .option('--status <status>', 'ready or creating', oneOf(['ready', 'creating'] as const), 'ready')
   .option('--json', 'print the imported voices as a JSON array (one voice: the object)', false)
@@ -155,6 +160,7 @@ voices
         version?: VoiceVersion;
         language: string;
         description?: string;
+        voice?: string;
         espeakVoice?: string;
         lora: boolean;
         status: 'ready' | 'creating';
@@ -173,6 +179,7 @@ voices
             version: opts.version,
             language: opts.language,
             description: opts.description,
+            voice: opts.voice,
             espeakVoice: opts.espeakVoice,
             lora: opts.lora,
             status: opts.status,
@@ -282,16 +289,51 @@ tasks
   });
 
 program
+  .command('engines')
+  .description(
+    'the voice catalogue: engines and their availability, or their voices (through a running server with ' +
+      '--key; without a key, the engines this machine would run)',
+  )
+  .addOption(keyOption())
+  .option('--voices', 'list the voices instead of the engines', false)
+  .option('--engine <id>', 'voices of this engine (or of this kind of engine, e.g. remote)')
+  .option('--language <tag>', 'voices speaking this language (en also matches en-us)')
+  .option('--json', 'print the list as JSON', false)
+  .action(
+    async (opts: { key?: string; voices: boolean; engine?: string; language?: string; json: boolean }) => {
+      const source =
+        opts.key === undefined
+          ? await localCatalogue(loadConfig())
+          : apiCatalogue((await tenantTarget(opts.key)).call);
+      try {
+        if (opts.voices) {
+          const voices = await source.voices({ engine: opts.engine, language: opts.language });
+          print(opts.json, voices, () => formatVoices(voices));
+        } else {
+          const engines = await source.engines();
+          print(opts.json, engines, () => formatEngines(engines));
+        }
+      } finally {
+        await source.close();
+      }
+    },
+  );
+
+program
   .command('synth <text>')
   .description(
     'speak a text (the text itself, @file, or - for standard input) into an MP3 file: in this process on the ' +
       'embedded engine, or through a running server with --url and --key',
   )
   .requiredOption('-o, --out <file>', 'the MP3 file to write')
-  .option('--voice <voice>', 'voice id, or espeak:<voice>[+<variant>] (e.g. espeak:en-us+f3)', 'espeak:en-us')
+  .option(
+    '--voice <voice>',
+    'voice id, or <engine>:<voice>[+<variant>] of the voice catalogue (`voicegen engines --voices`; e.g. espeak:en-us+f3)',
+    'espeak:en-us',
+  )
   .option(
     '--splitter <splitter>',
-    'dialogue mode: a splitter config JSON file (its voiceId values may be espeak:… specs) or a saved splitter id',
+    'dialogue mode: a splitter config JSON file (its voiceId values may be <engine>:<voice> specs) or a saved splitter id',
   )
   .addOption(new Option('--key <key>', 'an API key of the server given with --url').env('VOICEGEN_KEY'))
   .option('--timeout <seconds>', 'give up after this long', (v) => Number(v), 600)

@@ -10,12 +10,11 @@
  */
 import { AccountService } from '../accounts/account-service.js';
 import { AdminService, type AdminOperations } from '../admin/admin-service.js';
-import { listEspeakVoices } from '../audio/engines/espeak.engine.js';
+import { createEngineRegistry } from '../audio/engines/engine-registry.js';
 import type { AppConfig } from '../config/config.js';
 import { readServerFile, serverFilePath } from '../http/server-file.js';
 import { blobStoreFor } from '../adapters.js';
 import { openDatabase } from '../storage/database.js';
-import { createEngineCatalog } from '../voices/engine-catalog.js';
 import { VoiceService } from '../voices/voice-service.js';
 import { VoiceStore } from '../voices/voice-store.js';
 import { AdminHttpClient } from './admin-http-client.js';
@@ -56,19 +55,14 @@ async function viaDatabase(config: AppConfig): Promise<OperatorConnection> {
   const handle = await openDatabase({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
   const accounts = new AccountService(handle.db);
   const blobs = blobStoreFor(config);
-  const voices = async () =>
-    new VoiceService(
-      new VoiceStore(handle.db),
-      createEngineCatalog({
-        espeak: await listEspeakVoices(),
-        remoteEndpoints: Object.keys(config.remoteEngines),
-      }),
-      blobs,
-    );
+  // Imports validate bindings against the engines the server would speak them with.
+  const engines = createEngineRegistry({ remoteEndpoints: config.remoteEngines, synthesisThreads: 1 });
+  const voices = async () => new VoiceService(new VoiceStore(handle.db), engines, blobs);
   return {
     operations: new AdminService(accounts, voices),
     via: 'database',
     close: async () => {
+      await engines.close();
       blobs.close?.();
       await handle.close();
     },

@@ -8,6 +8,7 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { bindingFromSpec, parseVoiceSpec } from '../audio/engines/voice-spec.js';
 import { parseData, type ApiCall } from './api-call.js';
 import { CliError } from './cli-error.js';
 import { watchTask } from './tasks.js';
@@ -23,7 +24,7 @@ export interface SynthRequest {
   text: string;
   /** A splitter config (dialogue mode) or a saved splitter's id; absent = one voice. */
   splitter?: { config: Record<string, unknown> } | { id: string };
-  /** The voice of plain text: a voice id, or `espeak:<voice>[+<variant>]`. */
+  /** The voice of plain text: a voice id, or `<engine>:<voice>[+<choice>]` (e.g. espeak:en-us+f3). */
   voice: string;
   out: string;
   /** Seconds to wait for the task at most. */
@@ -46,37 +47,40 @@ export interface SynthSummary extends SynthProgress {
   bytes: number;
 }
 
-/** `espeak:en-us+f3` → the voice create body, else undefined (an id). */
-function espeakVoice(spec: string): { name: string; engine: Record<string, string> } | undefined {
-  const match = /^espeak:([a-z]{2,3}(?:-[a-z0-9]+)*)(?:\+([a-z0-9]+))?$/i.exec(spec);
-  if (match === null) return undefined;
-  const [, voice = '', variant] = match;
-  return { name: spec, engine: { engine: 'espeak', voice, ...(variant !== undefined && { variant }) } };
-}
+/** The catalogue's engines, as a voice spec needs them. */
+type CatalogueEngine = Parameters<typeof bindingFromSpec>[1][number];
 
-/** Voice ids for the `espeak:` specs (created once per run, or found by name), others as they are. */
+/** Voice ids for the `<engine>:<voice>` specs (created once per run, or found by name), others as they are. */
 async function resolveVoices(call: ApiCall, specs: string[]): Promise<Map<string, string>> {
   const resolved = new Map<string, string>();
+  const unique = [...new Set(specs)];
+  if (!unique.some((spec) => parseVoiceSpec(spec) !== undefined)) return new Map(unique.map((s) => [s, s]));
+  const engines = parseData<CatalogueEngine[]>(await call('GET', '/api/engines'), 'listing engines');
   const existing = parseData<{ id: string; name: string }[]>(
     await call('GET', '/api/voice?limit=50'),
     'listing voices',
   );
-  for (const spec of new Set(specs)) {
-    const create = espeakVoice(spec);
-    if (create === undefined) {
+  for (const spec of unique) {
+    if (parseVoiceSpec(spec) === undefined) {
       resolved.set(spec, spec);
       continue;
     }
     const found = existing.find((v) => v.name === spec);
     const id =
       found?.id ??
-      parseData<{ id: string }>(await call('POST', '/api/voice', create), `creating voice ${spec}`).id;
+      parseData<{ id: string }>(
+        await call('POST', '/api/voice', {
+          name: spec,
+          engine: bindingFromSpec(spec, engines, (message) => new CliError(message, 1)),
+        }),
+        `creating voice ${spec}`,
+      ).id;
     resolved.set(spec, id);
   }
   return resolved;
 }
 
-/** The splitter config with its `espeak:` voice specs replaced by voice ids. */
+/** The splitter config with its `<engine>:<voice>` specs replaced by voice ids. */
 function withVoiceIds(config: Record<string, unknown>, ids: Map<string, string>): Record<string, unknown> {
   return Object.fromEntries(
     Object.entries(config).map(([key, value]) => {

@@ -13,6 +13,17 @@ const remoteEndpointSchema = z.object({
   baseUrl: z.url(),
   apiKey: z.string().optional(),
   defaultModel: z.string().optional(),
+  /** Voices listed in the voice catalogue (the endpoint may accept others). */
+  voices: z
+    .array(
+      z.object({
+        id: z.string().min(1).max(200),
+        name: z.string().max(200).optional(),
+        languages: z.array(z.string().max(35)).optional(),
+        gender: z.enum(['female', 'male']).optional(),
+      }),
+    )
+    .optional(),
 });
 
 const envSchema = z.object({

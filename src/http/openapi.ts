@@ -102,6 +102,7 @@ export async function registerOpenApi(app: FastifyInstance, info: OpenApiInfo): 
       tags: [
         { name: 'account', description: 'The authenticated account' },
         { name: 'voices', description: 'Voice characters (also under the legacy prefix /api/tts/voice)' },
+        { name: 'engines', description: 'Speech engines and their voices (our extension)' },
         { name: 'splitter', description: 'Splitter configurations for marked dialogue texts' },
         { name: 'tasks', description: 'Generation tasks' },
         { name: 'streams', description: "A task's MP3 while it is generated: the `auth` token only" },

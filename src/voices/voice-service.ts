@@ -16,8 +16,18 @@ import { AppError, errors } from '../errors/app-error.js';
 import { parseInput, storableString } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import type { VoiceRow, VoiceStatus, VoiceVersion } from '../storage/schema.js';
-import { voiceBindingSchema, type EngineCatalog, type VoiceBinding } from './voice-binding.js';
+import { voiceBindingSchema, type VoiceBinding } from '../audio/engines/engine-registry.js';
 import type { VoiceStore, VoiceUsage } from './voice-store.js';
+
+/** What the voice domain needs of the engines (the engine registry knows every engine). */
+export interface VoiceEngines {
+  /** Resolves when the binding can be spoken; VALIDATION_INVALID_VALUE naming the problem otherwise. */
+  validateBinding(binding: VoiceBinding): Promise<void>;
+  /** The binding of a new voice of `language` when the request names none. */
+  defaultBinding(language: string): Promise<VoiceBinding>;
+  /** The binding of a voice spec such as `espeak:en-us+f3` (operator imports). */
+  bindingForSpec(spec: string): Promise<VoiceBinding>;
+}
 
 export const VOICE_VERSIONS: readonly VoiceVersion[] = ['v1.0', 'v2.0', 'v3.0', 'v4.0'];
 
@@ -74,6 +84,8 @@ export interface VoiceImport {
   language?: string;
   description?: string;
   engine?: VoiceBinding;
+  /** A catalogue voice as `<engine>:<voice>[+<choice>]`, when `engine` is absent. */
+  voiceSpec?: string;
   withLora?: boolean;
   status?: VoiceStatus;
 }
@@ -83,7 +95,7 @@ type MigrationTarget = 'v2.0' | 'v3.0';
 export class VoiceService {
   constructor(
     private readonly store: VoiceStore,
-    private readonly engines: EngineCatalog,
+    private readonly engines: VoiceEngines,
     private readonly blobs: BlobStore,
     private readonly limits: StorageLimits = UNLIMITED_STORAGE,
   ) {}
@@ -101,7 +113,7 @@ export class VoiceService {
     return this.insert(accountId, {
       name: input.name,
       version: input.modelVersion ?? 'v3.0',
-      language: this.knownLanguage(input.language, input.engine !== undefined),
+      language: await this.knownLanguage(input.language, input.engine !== undefined),
       description: input.description,
       engine: input.engine,
     });
@@ -109,18 +121,20 @@ export class VoiceService {
 
   /**
    * The language a create request's `language` is kept as: `auto` for `auto` and for what is not a
-   * language tag or (when the embedded engine picks the voice) not a language it speaks.
+   * language tag or (when no engine is given, so one is picked for the language) not a language
+   * any engine speaks.
    */
-  private knownLanguage(language: string | undefined, engineGiven: boolean): string | undefined {
+  private async knownLanguage(
+    language: string | undefined,
+    engineGiven: boolean,
+  ): Promise<string | undefined> {
     if (language === undefined) return undefined;
     if (language.toLowerCase() === AUTO_LANGUAGE || !LANGUAGE_TAG.test(language)) return AUTO_LANGUAGE;
     if (engineGiven) return language;
-    try {
-      this.engines.defaultBinding(language);
-      return language;
-    } catch {
-      return AUTO_LANGUAGE;
-    }
+    return this.engines.defaultBinding(language).then(
+      () => language,
+      () => AUTO_LANGUAGE,
+    );
   }
 
   /** Imports a voice of any version, with or without professional-cloning artifacts (operator CLI). */
@@ -139,9 +153,13 @@ export class VoiceService {
     v: Partial<VoiceImport> & Pick<VoiceImport, 'name' | 'version'>,
   ): Promise<Voice> {
     const language = v.language?.toLowerCase() === AUTO_LANGUAGE ? AUTO_LANGUAGE : (v.language ?? 'en');
-    // An auto voice speaks with the embedded engine's English voice as its prior.
-    const engine = v.engine ?? this.engines.defaultBinding(language === AUTO_LANGUAGE ? 'en' : language);
-    this.engines.validateBinding(engine);
+    // An auto voice speaks with the English voice of the first engine that has one as its prior.
+    const engine =
+      v.engine ??
+      (v.voiceSpec === undefined
+        ? await this.engines.defaultBinding(language === AUTO_LANGUAGE ? 'en' : language)
+        : await this.engines.bindingForSpec(v.voiceSpec));
+    await this.engines.validateBinding(engine);
     const now = new Date();
     const row: VoiceRow = {
       id: randomUUID(),

@@ -1,99 +1,182 @@
 /**
- * Maps a voice's binding to the engine that speaks it. The embedded espeak engine (and its worker
- * threads) starts on first use; remote engines exist only for operator-configured endpoint names.
- * Every engine handed out bounds each call by a total deadline (issue 11 finding 4): a call that
- * outlives it is aborted and fails with a tenant-safe EngineCallError('timeout').
+ * The engines of the service, built from ONE list of providers (PROVIDERS): the voice binding
+ * schema, the voice catalogue, binding validation, default bindings and the engines themselves.
+ * Adding an engine is one provider file and one line in that list. Every engine handed out bounds
+ * each call by a total deadline: a call that outlives it is aborted and fails with a tenant-safe
+ * EngineCallError('timeout').
  */
+import { z } from 'zod';
 import { CallDeadline } from '../../common/call-deadline.js';
 import { errors } from '../../errors/app-error.js';
+import { parseInput } from '../../errors/validation.js';
 import {
   DEFAULT_ENGINE_TIMEOUTS,
   EngineCallError,
   type EngineTimeouts,
   type SpeechEngine,
   type SynthesisRequest,
-  type VoiceBinding,
 } from './engine.js';
-import { createEspeakEngine, validateEspeakBinding, type EspeakEngine } from './espeak.engine.js';
-import { createOpenAiEngine, type RemoteEndpoint } from './openai.engine.js';
+import { espeakProvider } from './espeak.provider.js';
+import type { RemoteEndpoint } from './openai.engine.js';
+import {
+  languageMatches,
+  type BaseBinding,
+  type EngineInfo,
+  type EngineVoice,
+  type ProviderInstance,
+} from './provider.js';
+import { remoteProvider } from './remote.provider.js';
+import { bindingFromSpec } from './voice-spec.js';
+
+/** Every engine kind the service has; the order is the order of preference for a new voice's default. */
+export const PROVIDERS = [espeakProvider, remoteProvider] as const;
+
+/** The providers' binding schemas, as the tuple the union needs. */
+type SchemasOf<T extends readonly unknown[]> = {
+  -readonly [K in keyof T]: T[K] extends { bindingSchema: infer S } ? S : never;
+};
+type BindingSchemas = SchemasOf<typeof PROVIDERS>;
+
+/** A voice's engine binding: which engine speaks it, with that engine's settings (stored on the voice). */
+export const voiceBindingSchema = z.discriminatedUnion(
+  'engine',
+  PROVIDERS.map((p) => p.bindingSchema) as unknown as BindingSchemas,
+);
+
+export type VoiceBinding = z.infer<typeof voiceBindingSchema>;
 
 /** Operator configuration of the engines. */
 export interface EngineRegistryOptions {
   /** Remote OpenAI-compatible endpoints by name. */
   remoteEndpoints: Record<string, RemoteEndpoint>;
-  /** espeak worker threads (default min(2, cores)). */
+  /** Synthesis worker threads of the embedded engines (default min(2, cores)). */
   synthesisThreads?: number;
   /** Time limits of each engine call (default DEFAULT_ENGINE_TIMEOUTS). */
   timeouts?: EngineTimeouts;
+}
+
+/** Which catalogue voices to list: of one engine (an engine id or a provider id), speaking a language. */
+export interface VoiceFilter {
+  engine?: string;
+  language?: string;
 }
 
 /** The engines of one service instance; `close()` on shutdown. */
 export interface EngineRegistry {
   /** The engine for a binding; VALIDATION_INVALID_VALUE for an unknown remote endpoint name. */
   engineFor(binding: VoiceBinding): SpeechEngine;
-  /** Checks a binding when a voice is created or changed; VALIDATION_INVALID_VALUE if it cannot be spoken. */
+  /** Checks a binding when a voice is created or imported; VALIDATION_INVALID_VALUE if it cannot be spoken. */
   validateBinding(binding: VoiceBinding): Promise<void>;
+  /** The binding of a new voice of `language`: the first provider's that has one. */
+  defaultBinding(language: string): Promise<VoiceBinding>;
+  /** The binding a voice spec (`espeak:en-us+f3`, see voice-spec.ts) stands for; not yet validated. */
+  bindingForSpec(spec: string): Promise<VoiceBinding>;
+  /** Every engine with its availability. */
+  engines(): Promise<EngineInfo[]>;
+  /** The voices of the available engines; VALIDATION_INVALID_VALUE for an unknown engine. */
+  voices(filter?: VoiceFilter): Promise<EngineVoice[]>;
   /** Stops the engines' worker threads. */
   close(): Promise<void>;
 }
 
+/** One provider's instance, typed loosely: the registry hands it only bindings of its own provider. */
+type AnyInstance = ProviderInstance<BaseBinding>;
+
 /** Builds the registry from the operator configuration. */
 export function createEngineRegistry(options: EngineRegistryOptions): EngineRegistry {
   const timeouts = options.timeouts ?? DEFAULT_ENGINE_TIMEOUTS;
-  let espeak: EspeakEngine | undefined;
-  let espeakBounded: SpeechEngine | undefined;
-  const remotes = new Map<string, SpeechEngine>();
-
-  const remoteFor = (name: string): SpeechEngine => {
-    let engine = remotes.get(name);
-    if (engine === undefined) {
-      // Own-property lookup only: a name like "constructor" must not reach Object.prototype.
-      const endpoint = Object.hasOwn(options.remoteEndpoints, name)
-        ? options.remoteEndpoints[name]
-        : undefined;
-      if (endpoint === undefined) throw errors.invalidValue(`unknown remote TTS endpoint "${name}"`);
-      engine = withCallDeadline(createOpenAiEngine(name, endpoint, timeouts), name, timeouts.callMs);
-      remotes.set(name, engine);
-    }
-    return engine;
+  const settings = {
+    remoteEndpoints: options.remoteEndpoints,
+    timeouts,
+    ...(options.synthesisThreads !== undefined && { synthesisThreads: options.synthesisThreads }),
   };
+  const instances = new Map<string, AnyInstance>(
+    PROVIDERS.map((p) => [p.id, p.create(settings) as unknown as AnyInstance]),
+  );
+  const instanceFor = (binding: BaseBinding): AnyInstance => {
+    const instance = instances.get(binding.engine);
+    if (instance === undefined)
+      throw errors.invalidValue(`engine.engine: unknown engine "${binding.engine}"`);
+    return instance;
+  };
+  const bounded = new WeakMap<SpeechEngine, SpeechEngine>();
+  const engines = () => catalogueEngines([...instances.values()]);
 
   return {
     engineFor(binding) {
-      switch (binding.engine) {
-        case 'espeak':
-          espeak ??= createEspeakEngine(
-            options.synthesisThreads === undefined ? {} : { threads: options.synthesisThreads },
-          );
-          espeakBounded ??= withCallDeadline(espeak, 'espeak', timeouts.callMs);
-          return espeakBounded;
-        case 'remote':
-          return remoteFor(binding.endpoint);
+      const instance = instanceFor(binding);
+      const engine = instance.engineFor(binding);
+      let wrapped = bounded.get(engine);
+      if (wrapped === undefined) {
+        wrapped = withCallDeadline(engine, instance.engineId(binding), timeouts.callMs);
+        bounded.set(engine, wrapped);
       }
+      return wrapped;
     },
-    async validateBinding(binding) {
-      switch (binding.engine) {
-        case 'espeak':
-          await validateEspeakBinding(binding);
-          return;
-        case 'remote':
-          remoteFor(binding.endpoint);
-          if (binding.voice.trim() === '') throw errors.invalidValue('remote voice name must not be empty');
-          return;
+    validateBinding: (binding) => instanceFor(binding).validate(binding),
+    async defaultBinding(language) {
+      for (const instance of instances.values()) {
+        const binding = await instance.defaultBinding(language);
+        if (binding !== undefined) return binding as VoiceBinding;
       }
+      throw errors.invalidValue(`language: no built-in engine has a voice for "${language}"`);
+    },
+    engines,
+    async bindingForSpec(spec) {
+      const binding = bindingFromSpec(spec, await engines(), (message) => errors.invalidValue(message));
+      return parseInput(voiceBindingSchema, binding, 'VALIDATION_INVALID_VALUE', 'voice');
+    },
+    async voices(filter = {}) {
+      const all = await engines();
+      const wanted = filter.engine;
+      if (wanted !== undefined && !all.some((e) => e.id === wanted || e.provider === wanted)) {
+        throw errors.invalidValue(
+          `engine: unknown engine "${wanted}" (known: ${all.map((e) => e.id).join(', ')})`,
+        );
+      }
+      const usable = new Set(all.filter((e) => e.available).map((e) => e.id));
+      const lists = await Promise.all(
+        [...instances.values()].map((i) => i.voices().catch((): EngineVoice[] => [])),
+      );
+      const chosen = lists
+        .flat()
+        .filter((v) => usable.has(v.engine))
+        .filter((v) => wanted === undefined || v.engine === wanted || v.binding.engine === wanted);
+      return filter.language === undefined ? chosen : speaking(chosen, filter.language);
     },
     async close() {
-      await espeak?.close();
-      espeak = undefined;
-      espeakBounded = undefined;
+      await Promise.all([...instances.values()].map((i) => i.close()));
     },
   };
+}
+
+/** The voices that speak `language`, those naming it exactly first (en-us: the US voice before English ones). */
+function speaking(voices: readonly EngineVoice[], language: string): EngineVoice[] {
+  const exact = (v: EngineVoice) => v.languages.some((l) => l.toLowerCase() === language.toLowerCase());
+  const matching = voices.filter((v) => v.languages.some((l) => languageMatches(l, language)));
+  return [...matching.filter(exact), ...matching.filter((v) => !exact(v))];
+}
+
+/**
+ * The engines of every provider; an engine whose id another engine listed earlier already has (an
+ * endpoint named like a built-in engine) is unavailable, so every id names one engine.
+ */
+async function catalogueEngines(instances: readonly AnyInstance[]): Promise<EngineInfo[]> {
+  const seen = new Set<string>();
+  const out: EngineInfo[] = [];
+  for (const info of (await Promise.all(instances.map((i) => i.engines()))).flat()) {
+    if (seen.has(info.id)) {
+      out.push({ ...info, available: false, reason: `the name "${info.id}" is taken by another engine` });
+    } else out.push(info);
+    seen.add(info.id);
+  }
+  return out;
 }
 
 /**
  * `engine` whose every call is aborted after `callMs` (a stalled body included); the caller's
  * signal still stops it first with its own reason (lease lost, task cancelled). An engine that
- * delivers MP3 keeps that capability, under the same deadline.
+ * delivers MP3 or marks keeps that capability, under the same deadline.
  */
 export function withCallDeadline(engine: SpeechEngine, name: string, callMs: number): SpeechEngine {
   /** One call of `call` under its own total deadline. */
@@ -118,10 +201,16 @@ export function withCallDeadline(engine: SpeechEngine, name: string, callMs: num
     }
   }
   const mp3 = engine.synthesizeMp3;
+  const marked = engine.synthesizeWithMarks;
   return {
     synthesize: (req, signal) => bounded((s) => engine.synthesize(req, s), signal),
     ...(mp3 !== undefined && {
-      synthesizeMp3: (req: SynthesisRequest, signal: AbortSignal) => bounded((s) => mp3(req, s), signal),
+      synthesizeMp3: (req: SynthesisRequest, signal: AbortSignal) =>
+        bounded((s) => mp3.call(engine, req, s), signal),
+    }),
+    ...(marked !== undefined && {
+      synthesizeWithMarks: (req: SynthesisRequest, signal: AbortSignal) =>
+        bounded((s) => marked.call(engine, req, s), signal),
     }),
   };
 }

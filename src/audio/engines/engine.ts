@@ -5,24 +5,9 @@
  */
 import { AppError } from '../../errors/app-error.js';
 
-/** Which engine speaks a voice, and with which engine-specific settings (stored on the voice). */
-export type VoiceBinding =
-  | {
-      engine: 'espeak';
-      /** espeak-ng voice or language, e.g. 'en-us'. */
-      voice: string;
-      /** espeak-ng variant, e.g. 'f3'. */
-      variant?: string;
-      /** 0–99, espeak's default is 50. */
-      pitch?: number;
-    }
-  | {
-      engine: 'remote';
-      /** NAME of an operator-configured endpoint, never a URL (voices must not point the server anywhere). */
-      endpoint: string;
-      voice: string;
-      model?: string;
-    };
+import type { VoiceBinding } from './engine-registry.js';
+
+export type { VoiceBinding } from './engine-registry.js';
 
 /** One piece of text to speak. Engines ignore the fields they have no use for (decisions §4), e.g. espeak ignores seed and preset. */
 export interface SynthesisRequest {
@@ -42,10 +27,40 @@ export interface SynthesisRequest {
   startsAt?: number;
 }
 
+/** Which boundaries a timing mark stands for. */
+export type MarkKind = 'sentence' | 'word';
+
+/**
+ * Where a sentence or word starts in an engine call's audio. `sample` counts canonical samples
+ * from the call's first sample (0); `textStart`/`textEnd` are UTF-16 offsets into the request's
+ * text of what starts there (as exact as the engine knows them).
+ */
+export interface TimingMark {
+  kind: MarkKind;
+  sample: number;
+  textStart: number;
+  textEnd: number;
+}
+
+/**
+ * A chunk of an engine call's audio with the timing marks whose sample falls inside it (a mark
+ * at the very end of the audio comes with the last chunk). Marks are in sample order.
+ */
+export interface EngineAudio {
+  pcm: Int16Array;
+  marks: readonly TimingMark[];
+}
+
 /** A speech engine; abort the signal to stop synthesis (the iterator then throws the abort reason). */
 export interface SpeechEngine {
   /** Yields canonical PCM chunks in order, as soon as each is ready. */
   synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array>;
+  /**
+   * The same audio as `synthesize`, each chunk with the timing marks the engine knows (see
+   * EngineAudio). Every built-in provider's engine has it; `audioWithMarks` falls back to
+   * `synthesize` without marks for engines that do not.
+   */
+  synthesizeWithMarks?: (req: SynthesisRequest, signal: AbortSignal) => AsyncIterable<EngineAudio>;
   /**
    * Present on engines that deliver MP3 themselves (the remote engine): for spec §8's
    * instruct/design pieces, whose MP3 is forwarded unchanged. One engine call, asked for
@@ -120,4 +135,22 @@ export class EngineCallError extends AppError {
     });
     this.name = 'EngineCallError';
   }
+}
+
+/** An engine's audio with its marks: `synthesizeWithMarks` where the engine has it, else its PCM without marks. */
+export async function* audioWithMarks(
+  engine: SpeechEngine,
+  req: SynthesisRequest,
+  signal: AbortSignal,
+): AsyncIterable<EngineAudio> {
+  if (engine.synthesizeWithMarks !== undefined) {
+    yield* engine.synthesizeWithMarks(req, signal);
+    return;
+  }
+  for await (const pcm of engine.synthesize(req, signal)) yield { pcm, marks: [] };
+}
+
+/** The PCM of an engine's marked audio, for `synthesize` (empty chunks, marks only, are left out). */
+export async function* pcmOf(audio: AsyncIterable<EngineAudio>): AsyncIterable<Int16Array> {
+  for await (const { pcm } of audio) if (pcm.length > 0) yield pcm;
 }

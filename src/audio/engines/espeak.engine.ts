@@ -12,13 +12,21 @@ import { errors } from '../../errors/app-error.js';
 import { siblingModuleUrl, workerExecArgv } from '../../common/worker-url.js';
 import {
   EngineCallError,
+  pcmOf,
   SPEECH_RATE_RANGE,
+  type EngineAudio,
   type SpeechEngine,
   type SynthesisRequest,
-  type VoiceBinding,
+  type TimingMark,
 } from './engine.js';
+import type { EspeakBinding } from './espeak.provider.js';
 import { untilAborted } from '../../common/call-deadline.js';
-import { SENTENCE_END, type EspeakCatalogue, type SynthesizeTask } from './espeak-protocol.js';
+import {
+  SENTENCE_END,
+  type EspeakCatalogue,
+  type SentenceChunk,
+  type SynthesizeTask,
+} from './espeak-protocol.js';
 import { PriorityTaskQueue, withQueueOptions, type SynthesisQueueOptions } from './priority-task-queue.js';
 import { splitSentences } from './sentences.js';
 import { CANONICAL_RATE, concatPcm } from '../pcm.js';
@@ -30,12 +38,11 @@ export const ESPEAK_BASE_WPM = 175;
 /** espeak-ng's default pitch. */
 export const ESPEAK_DEFAULT_PITCH = 50;
 
-/** The espeak engine; `close()` stops its worker threads. */
+/** The espeak engine (sentence and word marks); `close()` stops its worker threads. */
 export interface EspeakEngine extends SpeechEngine {
+  synthesizeWithMarks(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<EngineAudio>;
   close(): Promise<void>;
 }
-
-type EspeakBinding = Extract<VoiceBinding, { engine: 'espeak' }>;
 
 const WORKER_URL = siblingModuleUrl(import.meta.url, 'espeak.worker');
 
@@ -200,7 +207,11 @@ class PooledEspeakEngine implements EspeakEngine {
     return done;
   }
 
-  async *synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {
+  synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {
+    return pcmOf(this.synthesizeWithMarks(req, signal));
+  }
+
+  async *synthesizeWithMarks(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<EngineAudio> {
     if (req.voice.engine !== 'espeak')
       throw new Error(`espeak engine cannot speak a ${req.voice.engine} voice`);
     if (!(req.speechRate >= SPEECH_RATE_RANGE.min && req.speechRate <= SPEECH_RATE_RANGE.max)) {
@@ -216,6 +227,7 @@ class PooledEspeakEngine implements EspeakEngine {
       pitch: req.voice.pitch ?? ESPEAK_DEFAULT_PITCH,
     };
     const sentences = splitSentences(req.text, req.language ?? req.voice.voice);
+    const textAt = offsetsIn(req.text, sentences);
 
     /**
      * The queue rank of a sentence: where it starts in the task's audio — the seconds synthesised
@@ -244,24 +256,28 @@ class PooledEspeakEngine implements EspeakEngine {
 
     let current: SentenceAudio | undefined;
     let next = start(0);
+    /** Samples yielded before the current sentence: where its marks' samples count from. */
+    let sentenceAt = 0;
     try {
       for (let i = 0; next !== undefined; i++) {
         signal.throwIfAborted();
         current = next;
         next = start(i + 1);
+        const sentenceStart = sentenceAt;
         for (;;) {
-          let pcm: Int16Array | null;
+          let chunk: SentenceChunk | null;
           try {
             // A stuck worker must not hold the caller past its deadline: stop waiting on abort.
-            pcm = await untilAborted(current.next(), signal);
+            chunk = await untilAborted(current.next(), signal);
           } catch (err) {
             signal.throwIfAborted();
             throw new EngineCallError('failed', { engine: 'espeak', reason: describe(err) }, err);
           }
           signal.throwIfAborted();
-          if (pcm === null) break;
-          produced += pcm.length / CANONICAL_RATE;
-          yield pcm;
+          if (chunk === null) break;
+          produced += chunk.pcm.length / CANONICAL_RATE;
+          sentenceAt += chunk.pcm.length;
+          yield { pcm: chunk.pcm, marks: shifted(chunk.marks, sentenceStart, textAt[i] ?? 0) };
         }
         submittedAhead -= estimate(sentences[i] ?? '');
       }
@@ -283,7 +299,7 @@ class PooledEspeakEngine implements EspeakEngine {
  */
 class SentenceAudio {
   private readonly port: MessagePort;
-  private arrived: Int16Array[] = [];
+  private arrived: SentenceChunk[] = [];
   private ended = false;
   private failure: { err: unknown } | undefined;
   private wake: (() => void) | undefined;
@@ -292,7 +308,7 @@ class SentenceAudio {
   constructor(run: (port: MessagePort) => Promise<unknown>) {
     const { port1, port2 } = new MessageChannel();
     this.port = port1;
-    port1.on('message', (message: Int16Array | typeof SENTENCE_END) => {
+    port1.on('message', (message: SentenceChunk | typeof SENTENCE_END) => {
       if (message === SENTENCE_END) {
         this.ended = true;
         port1.close(); // nothing follows; an open port would keep the process alive
@@ -310,12 +326,14 @@ class SentenceAudio {
    * Everything that arrived since the last call, as one chunk (waiting for the next if none did),
    * or null once the sentence is complete. Rejects with the worker's error.
    */
-  async next(): Promise<Int16Array | null> {
+  async next(): Promise<SentenceChunk | null> {
     for (;;) {
       if (this.arrived.length > 0) {
-        const pcm = this.arrived.length === 1 ? this.arrived[0] : concatPcm(this.arrived);
+        const chunks = this.arrived;
         this.arrived = [];
-        if (pcm !== undefined) return pcm;
+        return chunks.length === 1 && chunks[0] !== undefined
+          ? chunks[0]
+          : { pcm: concatPcm(chunks.map((c) => c.pcm)), marks: chunks.flatMap((c) => c.marks) };
       }
       if (this.ended) return null;
       if (this.failure !== undefined) throw this.failure.err;
@@ -334,6 +352,27 @@ class SentenceAudio {
     this.wake = undefined;
     wake?.();
   }
+}
+
+/** Where each sentence starts in `text` (they are its trimmed substrings, in order). */
+function offsetsIn(text: string, sentences: readonly string[]): number[] {
+  let from = 0;
+  return sentences.map((sentence) => {
+    const at = text.indexOf(sentence, from);
+    if (at === -1) return from;
+    from = at + sentence.length;
+    return at;
+  });
+}
+
+/** A sentence's marks on the call's timeline: `samples` and `chars` before the sentence added. */
+function shifted(marks: readonly TimingMark[], samples: number, chars: number): TimingMark[] {
+  return marks.map((m) => ({
+    ...m,
+    sample: m.sample + samples,
+    textStart: m.textStart + chars,
+    textEnd: m.textEnd + chars,
+  }));
 }
 
 function describe(err: unknown): string {

@@ -5,12 +5,19 @@
  * in chunks transferred, not copied: a listener's audio starts after the sentence's first tenth
  * of a second is synthesised, not after the whole sentence.
  */
-import loadEspeak, { type ESpeakNGWorker } from '@echogarden/espeak-ng-emscripten';
+import loadEspeak, { type ESpeakEvent, type ESpeakNGWorker } from '@echogarden/espeak-ng-emscripten';
 import { workerData } from 'piscina';
 import { concatPcm } from '../pcm.js';
 import { createResampler } from '../resampler.js';
 import { lowerThreadPriority } from '../../common/worker-priority.js';
-import { SENTENCE_END, type EspeakCatalogue, type SynthesizeTask } from './espeak-protocol.js';
+import type { TimingMark } from './engine.js';
+import {
+  SENTENCE_END,
+  type EspeakCatalogue,
+  type SentenceChunk,
+  type SynthesizeTask,
+} from './espeak-protocol.js';
+import { CANONICAL_RATE } from '../pcm.js';
 
 // Synthesis is batch work: the event loop (requests, live listeners) goes first; the interactive
 // lane's thread (sentences a client waits for) keeps normal priority.
@@ -31,6 +38,7 @@ const VARIANT_DIR = '/usr/share/espeak-ng-data/voices/!v';
 interface Instance {
   worker: ESpeakNGWorker;
   variants: () => string[];
+  readVariant: (id: string) => string;
   settings: string;
 }
 
@@ -40,9 +48,39 @@ async function espeak(): Promise<Instance> {
   instance ??= loadEspeak().then((m) => ({
     worker: new m.eSpeakNGWorker(),
     variants: () => m.FS.readdir(VARIANT_DIR).filter((f) => !f.startsWith('.')),
+    readVariant: (id) => m.FS.readFile(`${VARIANT_DIR}/${id}`, { encoding: 'utf8' }),
     settings: '',
   }));
   return instance;
+}
+
+/**
+ * espeak's word and sentence events as marks: `audio_position` is milliseconds from the start of
+ * this synthesis (so words land within 44 samples; a sentence's own start is sample 0 exactly),
+ * `text_position` a 1-based code point index into the sentence, `word_length` in code points.
+ */
+function marksOf(events: readonly ESpeakEvent[], codePoints: readonly string[]): TimingMark[] {
+  const marks: TimingMark[] = [];
+  for (const e of events) {
+    if (e.type !== 'word' && e.type !== 'sentence') continue;
+    const start = Math.min(Math.max(e.text_position - 1, 0), codePoints.length);
+    const end = Math.min(start + Math.max(e.word_length, 0), codePoints.length);
+    marks.push({
+      kind: e.type,
+      sample: Math.round((e.audio_position * CANONICAL_RATE) / 1000),
+      textStart: utf16Length(codePoints, start),
+      textEnd:
+        e.type === 'sentence' ? utf16Length(codePoints, codePoints.length) : utf16Length(codePoints, end),
+    });
+  }
+  return marks;
+}
+
+/** UTF-16 length of the first `n` code points. */
+function utf16Length(codePoints: readonly string[], n: number): number {
+  let length = 0;
+  for (let i = 0; i < n; i++) length += codePoints[i]?.length ?? 0;
+  return length;
 }
 
 /**
@@ -60,16 +98,26 @@ export async function synthesize(task: SynthesizeTask): Promise<number> {
     e.settings = settings;
   }
   const resampler = await createResampler(ESPEAK_RATE);
+  const codePoints = Array.from(task.text);
   let pending: Int16Array[] = [];
   let pendingSamples = 0;
+  let pendingMarks: TimingMark[] = [];
   let posted = 0;
   let nextPostAt = FIRST_CHUNK_SAMPLES;
-  const post = () => {
-    if (pendingSamples === 0) return;
+  /** Posts the pending PCM with the marks that fall in it; `last` also sends the rest (end marks). */
+  const post = (last: boolean) => {
+    if (pendingSamples === 0 && !(last && pendingMarks.length > 0)) return;
     const pcm = concatPcm(pending); // a fresh array: its buffer can be transferred
-    posted += pcm.length;
+    const end = posted + pcm.length;
+    const marks = last ? pendingMarks : pendingMarks.filter((m) => m.sample < end);
+    pendingMarks = last ? [] : pendingMarks.filter((m) => m.sample >= end);
+    const chunk: SentenceChunk = {
+      pcm,
+      marks: marks.map((m) => ({ ...m, sample: Math.min(m.sample, end) })),
+    };
+    posted = end;
     nextPostAt = 2 * pcm.length;
-    task.port.postMessage(pcm, [pcm.buffer as ArrayBuffer]); // detaches pcm
+    task.port.postMessage(chunk, [pcm.buffer as ArrayBuffer]); // detaches pcm
     pending = [];
     pendingSamples = 0;
   };
@@ -79,16 +127,17 @@ export async function synthesize(task: SynthesizeTask): Promise<number> {
     pendingSamples += pcm.length;
   };
   try {
-    e.worker.synthesize(task.text, (pcm) => {
+    e.worker.synthesize(task.text, (pcm, events) => {
+      pendingMarks.push(...marksOf(events, codePoints));
       add(resampler.process(pcm));
-      if (pendingSamples >= nextPostAt) post();
+      if (pendingSamples >= nextPostAt) post(false);
       return false;
     });
     add(resampler.flush());
   } finally {
     resampler.destroy();
   }
-  post();
+  post(true);
   task.port.postMessage(SENTENCE_END);
   return posted;
 }
@@ -103,6 +152,21 @@ export async function catalogue(): Promise<EspeakCatalogue> {
       languages: v.languages.map((l) => ({ code: l.name, priority: l.priority })),
     })),
     variants: e.variants().sort(),
+    variantInfo: e
+      .variants()
+      .sort()
+      .map((id) => variantDetails(id, e.readVariant(id))),
+  };
+}
+
+/** A variant as its file describes it: its `name` and `gender` lines (either may be missing). */
+function variantDetails(id: string, file: string): EspeakCatalogue['variantInfo'][number] {
+  const line = (key: string) => new RegExp(`^\\s*${key}\\s+([^\\r\\n#]+)`, 'im').exec(file)?.[1]?.trim();
+  const gender = line('gender')?.split(/\s+/)[0]?.toLowerCase();
+  return {
+    id,
+    name: line('name') || id,
+    ...((gender === 'female' || gender === 'male') && { gender }),
   };
 }
 

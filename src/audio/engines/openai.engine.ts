@@ -34,6 +34,8 @@ export interface RemoteEndpoint {
   baseUrl: string;
   apiKey?: string;
   defaultModel?: string;
+  /** Voices the operator lists for the catalogue (the endpoint may accept others). */
+  voices?: { id: string; name?: string; languages?: string[]; gender?: 'female' | 'male' }[];
 }
 
 /** Model asked for when neither the voice nor the endpoint names one. */
@@ -43,8 +45,9 @@ export const DEFAULT_REMOTE_MODEL = 'tts-1';
 const ERROR_BODY_READ_BYTES = 4096;
 const ERROR_BODY_LOGGED_BYTES = 512;
 
-/** An engine that delivers MP3 itself: `synthesizeMp3` is always there. */
-export type Mp3SpeechEngine = SpeechEngine & Required<Pick<SpeechEngine, 'synthesizeMp3'>>;
+/** An engine that delivers MP3 itself: `synthesizeMp3` (and `synthesizeWithMarks`) are always there. */
+export type Mp3SpeechEngine = SpeechEngine &
+  Required<Pick<SpeechEngine, 'synthesizeMp3' | 'synthesizeWithMarks'>>;
 
 /**
  * Creates the engine for endpoint `name`. Its errors are EngineCallErrors: tenants see a generic
@@ -57,10 +60,15 @@ export function createOpenAiEngine(
   endpoint: RemoteEndpoint,
   timeouts: Pick<EngineTimeouts, 'connectMs' | 'firstByteMs'> = DEFAULT_ENGINE_TIMEOUTS,
 ): Mp3SpeechEngine {
+  const synthesize = async function* (req: SynthesisRequest, signal: AbortSignal) {
+    for await (const { pcm } of remoteSpeech(name, endpoint, timeouts, req, signal, {}))
+      if (pcm.length > 0) yield pcm;
+  };
   return {
-    async *synthesize(req, signal) {
-      for await (const { pcm } of remoteSpeech(name, endpoint, timeouts, req, signal, {}))
-        if (pcm.length > 0) yield pcm;
+    synthesize,
+    // The endpoint answers audio only: no timing marks.
+    async *synthesizeWithMarks(req, signal) {
+      for await (const pcm of synthesize(req, signal)) yield { pcm, marks: [] };
     },
     synthesizeMp3: (req, signal) =>
       remoteSpeech(name, endpoint, timeouts, req, signal, { sample_rate: FORWARDED_MP3_SAMPLE_RATE }),

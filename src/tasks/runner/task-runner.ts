@@ -33,7 +33,7 @@ import { isDependencyUnavailable } from '../../errors/dependency-unavailable.js'
 import type { BlobStore } from '../../storage/blob-store.js';
 import { storageUnavailable } from '../../storage/storage-errors.js';
 import type { TaskContentRow, TaskRow } from '../../storage/schema.js';
-import { voiceBindingSchema, type VoiceBinding } from '../../voices/voice-binding.js';
+import { voiceBindingSchema, type VoiceBinding } from '../../audio/engines/engine-registry.js';
 import type { PieceParams } from '../requests/generate-request.js';
 import { presetStyle } from '../requests/generation-params.js';
 import type { PieceAudioStore } from '../piece-audio.js';

@@ -1,0 +1,120 @@
+/**
+ * The provider contract: everything the service knows about one kind of speech engine comes from
+ * its provider, one file per engine. The registry (engine-registry.ts) builds the voice binding
+ * schema, the voice catalogue and the engines from its one list of providers, so the voice domain,
+ * the HTTP API, the CLI and the console learn engines from that list only.
+ */
+import type { z } from 'zod';
+import type { EngineTimeouts, MarkKind, SpeechEngine } from './engine.js';
+import type { RemoteEndpoint } from './openai.engine.js';
+
+/** What every binding has: the provider it belongs to. */
+export interface BaseBinding {
+  engine: string;
+}
+
+/** A setting of a binding beside the voice (e.g. espeak's variant), as the console offers it. */
+export interface EngineOption {
+  /** The binding field it sets. */
+  field: string;
+  description: string;
+  /** The values it takes, when it is a choice (every one of them is accepted). */
+  values?: { id: string; name: string; gender?: Gender }[];
+  /** Bounds, when it is a number. */
+  min?: number;
+  max?: number;
+}
+
+export type Gender = 'female' | 'male';
+
+/** An engine as the catalogue lists it: a provider's engine (a remote endpoint is one, by its name). */
+export interface EngineInfo {
+  /** Unique among engines: the provider's id, or an operator's endpoint name. */
+  id: string;
+  /** The provider behind it (the `engine` of its bindings). */
+  provider: string;
+  available: boolean;
+  /** Why it cannot be used, when unavailable. */
+  reason?: string;
+  description: string;
+  /** Timing marks its audio carries. */
+  marks: readonly MarkKind[];
+  /** Voice names beyond the listed ones are accepted (the engine behind decides). */
+  openVoices: boolean;
+  /** Settings of a binding beside the voice. */
+  options: EngineOption[];
+  /** The binding fields that select this engine; a binding adds its `voice` and settings. */
+  binding: BaseBinding & Record<string, unknown>;
+}
+
+/** A voice of an engine, as the catalogue lists it. */
+export interface EngineVoice {
+  /** The voice's id within its engine (what a binding's `voice` takes). */
+  id: string;
+  name: string;
+  /** EngineInfo.id of its engine. */
+  engine: string;
+  /** Language tags it speaks, best first. */
+  languages: string[];
+  gender?: Gender;
+  /** The rate the engine makes it at (the pipeline resamples to 44.1 kHz); absent when unknown. */
+  sampleRate?: number;
+  /** What to expect of it: quality and first-audio latency. */
+  quality: string;
+  /** The engine binding of a voice created with it. */
+  binding: BaseBinding & Record<string, unknown>;
+}
+
+/** Operator settings every provider is built with (config.ts). */
+export interface ProviderSettings {
+  /** Remote OpenAI-compatible endpoints by name. */
+  remoteEndpoints: Record<string, RemoteEndpoint>;
+  /** Synthesis worker threads of an embedded engine (default min(2, cores)). */
+  synthesisThreads?: number;
+  /** Time limits of each engine call. */
+  timeouts: EngineTimeouts;
+}
+
+/**
+ * One provider's engines in a running service. Methods may load what they need (a wasm module, a
+ * voice list) on first use; `close()` stops its threads.
+ */
+export interface ProviderInstance<B extends BaseBinding> {
+  /** Its engines with their availability. */
+  engines(): Promise<EngineInfo[]>;
+  /** Every voice of its available engines. */
+  voices(): Promise<EngineVoice[]>;
+  /** Resolves when `binding` can be spoken; VALIDATION_INVALID_VALUE naming the field otherwise. */
+  validate(binding: B): Promise<void>;
+  /** Its binding for a new voice of `language`, or undefined when it has none (or is never a default). */
+  defaultBinding(language: string): Promise<B | undefined>;
+  /** EngineInfo.id of the engine that speaks `binding`. */
+  engineId(binding: B): string;
+  /** The engine that speaks `binding` (the registry adds the call deadline); may throw like `validate`. */
+  engineFor(binding: B): SpeechEngine;
+  close(): Promise<void>;
+}
+
+/** An engine kind: its binding schema (discriminated by `engine`) and how to build its instance. */
+export interface EngineProvider<S extends z.ZodObject<{ engine: z.ZodLiteral<string> }>> {
+  /** The `engine` value of its bindings. */
+  readonly id: z.infer<S>['engine'];
+  readonly bindingSchema: S;
+  create(settings: ProviderSettings): ProviderInstance<z.infer<S>>;
+}
+
+/** Primary subtag of a language tag, lowercase ('en-US' → 'en'; Mandarin counts as Chinese). */
+export function primaryLanguage(tag: string): string {
+  const primary = tag.toLowerCase().split(/[-_]/)[0] ?? '';
+  return primary === 'cmn' ? 'zh' : primary;
+}
+
+/**
+ * Whether a voice speaking `code` serves a request for `wanted`: the same tag, or one is the
+ * other's broader form ('en' serves 'en-gb', 'en-us' serves 'en'), compared case-insensitively.
+ */
+export function languageMatches(code: string, wanted: string): boolean {
+  const a = code.toLowerCase().replace('_', '-');
+  const b = wanted.toLowerCase().replace('_', '-');
+  return a === b || a.startsWith(`${b}-`) || b.startsWith(`${a}-`) || primaryLanguage(a) === b;
+}
