@@ -332,8 +332,10 @@ describe('stream sessions', () => {
     fx.events.changed('t-del', 'deleted');
     await assert.rejects(collect(reading));
     assert.equal(fx.service.liveSessions(), 0);
-    const runDir = (await readdir(join(root, 'stream-cache')))[0] ?? '';
-    assert.deepEqual(await readdir(join(root, 'stream-cache', runDir)), [], 'cache file deleted');
+    // The file is deleted as the session's destruction completes, just after its readers are cut.
+    const runDir = join(root, 'stream-cache', (await readdir(join(root, 'stream-cache')))[0] ?? '');
+    for (let i = 0; i < 100 && (await readdir(runDir)).length > 0; i++) await sleep(20);
+    assert.deepEqual(await readdir(runDir), [], 'cache file deleted');
   });
 
   test('an attached reader keeps the session; the idle window restarts when it detaches', async () => {
