@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AccountService } from './accounts/account-service.js';
 import { openAdapters } from './adapters.js';
+import { tightenDataDir } from './common/owner-only.js';
 import { AdminService } from './admin/admin-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
 import { resolveLameBuild } from './audio/lame-stream.js';
@@ -104,6 +105,20 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     onBackgroundError: (err) => http.log.warn({ err }, 'background connection error (retried)'),
   });
   const { database, blobs, events } = adapters;
+  // Once the database exists (a new one included): an install made readable to others becomes
+  // its owner's only again before the first request; what is written from now on already is.
+  const tightened = await tightenDataDir(config.dataDir).catch(async (err: unknown) => {
+    await adapters.close();
+    throw err;
+  });
+  if (tightened.changed > 0 || tightened.failed > 0) {
+    (tightened.failed > 0 ? http.log.warn : http.log.info).call(
+      http.log,
+      tightened,
+      `DATA_DIR: removed group and other permissions from ${tightened.changed} of ${tightened.examined} entries` +
+        (tightened.failed > 0 ? ` (${tightened.failed} could not be changed)` : ''),
+    );
+  }
   // Before any route: its hooks measure every request. The sources are read at scrape time only.
   let sources: MetricsSources | undefined;
   const metrics = createServiceMetrics(http, {

@@ -17,6 +17,7 @@ import type { Readable } from 'node:stream';
 import { encodePiece } from '../audio/continuous-encoder.js';
 import type { EncoderPool } from '../audio/encoder-pool.js';
 import { pcmChunks } from '../audio/pcm-stream.js';
+import { OWNER_DIR_MODE } from '../common/owner-only.js';
 import { AppError } from '../errors/app-error.js';
 import { FsSessionCache } from '../stream/session-cache.fs.js';
 import type { TaskEvents } from './task-events.js';
@@ -182,7 +183,7 @@ export class PieceAudioStore implements PieceAudioSource {
 
   /** Starts (or restarts) writing a task's merged MP3; any earlier file of it is discarded. */
   async startMergedMp3(taskId: string): Promise<MergedMp3Writer> {
-    await mkdir(this.dir(taskId), { recursive: true });
+    await mkdir(this.dir(taskId), { recursive: true, mode: OWNER_DIR_MODE });
     await rm(this.mergedPath(taskId), { force: true });
     const cache = new FsSessionCache({ dir: this.dir(taskId), name: 'task.mp3' });
     this.liveMerged.set(taskId, cache);
@@ -220,7 +221,7 @@ export class PieceAudioStore implements PieceAudioSource {
   /** Starts (or restarts) writing a piece; any earlier partial file of it is discarded. */
   async startPiece(taskId: string, idx: number, mp3Source: PieceMp3Source): Promise<PieceWriter> {
     const key = `${taskId}/${idx}`;
-    await mkdir(this.dir(taskId), { recursive: true });
+    await mkdir(this.dir(taskId), { recursive: true, mode: OWNER_DIR_MODE });
     await rm(this.path(taskId, idx), { force: true });
     await rm(this.mp3Path(taskId, idx), { force: true });
     const piece: LivePiece = {
