@@ -162,6 +162,11 @@ export function clientErrorToAppError(err: ClientError): AppError {
       return requestLineTooLong(err.rawPacket) ? uriTooLong() : headersTooLarge();
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return requestTimeout();
+    case 'HPE_INVALID_TRANSFER_ENCODING':
+      return new AppError(
+        'VALIDATION_INVALID_FORMAT',
+        'the Transfer-Encoding of the request is not valid (the only one this service reads is "chunked")',
+      );
     case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
       return new AppError('UPLOAD_TOO_LARGE', 'the chunk extensions of the request body are too large');
     default:
