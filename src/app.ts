@@ -278,7 +278,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       rateLimitWindowMs: config.rateLimit.windowMs,
       rateLimitStore: adapters.rateLimitStore,
     };
-    await http.register(consoleRoutes());
+    await http.register(consoleRoutes({ publicUrl: config.publicUrl }));
     await http.register(audioRoutes(tasks, blobs, streams, perAddress));
     // Stream endpoints: only the task's `auth` query token, never a bearer key (spec §5).
     await http.register(streamRoutes(streams, perAddress));

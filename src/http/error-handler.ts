@@ -130,6 +130,7 @@ export function handleFrameworkError(err: unknown, request: FastifyRequest, repl
   // Fastify writes no completion line for these: the request's one log line is this one.
   request.log.info({ req: request }, 'refused a request Fastify could not route');
   reply.header(REQUEST_ID_HEADER, request.id);
+  reply.header('X-Content-Type-Options', 'nosniff');
   handleError(
     request.raw.url !== undefined && request.raw.url.length > MAX_URL_LENGTH ? uriTooLong() : err,
     request,
@@ -181,6 +182,7 @@ export function rawErrorResponse(err: AppError, requestId: string): string {
     ...err.headers,
     [REQUEST_ID_HEADER]: requestId,
     'Content-Type': 'application/json; charset=utf-8',
+    'X-Content-Type-Options': 'nosniff',
     'Content-Length': String(Buffer.byteLength(body)),
     Connection: 'close',
   };

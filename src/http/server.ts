@@ -251,6 +251,8 @@ export function createHttpServer(
   });
   app.addHook('onRequest', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
+    // Every answer is what its Content-Type says: no browser reads JSON or audio as a page or script.
+    reply.header('X-Content-Type-Options', 'nosniff');
     // Fastify already set `Connection: close` on requests that arrive while it closes.
     if (closing) throw shuttingDown();
     if (request.raw.url !== undefined && request.raw.url.length > MAX_URL_LENGTH) throw uriTooLong();
