@@ -106,12 +106,13 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   });
   const { database, blobs, events } = adapters;
   // Once the database exists (a new one included): an install made readable to others becomes
-  // its owner's only again before the first request; what is written from now on already is.
-  const tightened = await tightenDataDir(config.dataDir).catch(async (err: unknown) => {
-    await adapters.close();
-    throw err;
+  // its owner's only again before the first request; what is written from now on already is. Best
+  // effort: a DATA_DIR whose modes cannot be changed (another owner, a read-only mount) still serves.
+  const tightened = await tightenDataDir(config.dataDir).catch((err: unknown) => {
+    http.log.warn({ err }, 'DATA_DIR: could not check the modes of its files');
+    return undefined;
   });
-  if (tightened.changed > 0 || tightened.failed > 0) {
+  if (tightened !== undefined && (tightened.changed > 0 || tightened.failed > 0)) {
     (tightened.failed > 0 ? http.log.warn : http.log.info).call(
       http.log,
       tightened,

@@ -112,11 +112,14 @@ export async function tightenDataDir(dataDir: string): Promise<TightenResult> {
     else await tighten(path, s.mode, result);
   }
   if (!walked && result.failed === 0) {
+    // Not written (a read-only DATA_DIR): the walk is simply repeated at the next start.
     await writeFile(
       join(dataDir, TIGHTENED_MARKER),
       'Every file and folder here was made owner-only (0600/0700); the service creates new ones so.\n',
       { mode: OWNER_FILE_MODE },
-    );
+    ).catch(() => {
+      result.failed++;
+    });
   }
   return result;
 }
