@@ -101,11 +101,11 @@ function quoted(value: string): string {
 
 /**
  * The framing and coding of a request this service does not implement, as the error to answer,
- * or undefined when it has none of them. Node's parser accepts all three:
+ * or undefined when it has none of them. Node's parser lets all three through:
  *  - more than one Host field line: which one names the target is ambiguous (RFC 9112 §3.2, 400);
- *  - a Transfer-Encoding other than exactly `chunked` (`gzip, chunked`, a repeated `chunked`, any
- *    on HTTP/1.0): Node would decode only the chunking and hand on the rest as if it were the body;
- *    the framing is not trusted, so the connection closes too (RFC 9112 §6.1);
+ *  - a Transfer-Encoding other than exactly `chunked` (`gzip, chunked`, `gzip`, any on HTTP/1.0):
+ *    Node would decode only the chunking and hand on the rest as if it were the body; the framing
+ *    is not trusted, so the connection closes too (RFC 9112 §6.1);
  *  - a body with a Content-Encoding other than identity: bodies are read as sent, so a compressed
  *    one would be misread as malformed JSON; 415 naming the coding (RFC 9110 §15.5.16).
  */
@@ -117,13 +117,15 @@ function unsupportedFraming(request: FastifyRequest): AppError | undefined {
     return new AppError('VALIDATION_INVALID_FORMAT', `a request must have one Host header, not ${hosts}`);
   }
   const transfer = request.headers['transfer-encoding'];
-  if (
-    transfer !== undefined &&
-    (transfer.trim().toLowerCase() !== 'chunked' || request.raw.httpVersion === '1.0')
-  ) {
+  if (transfer !== undefined && request.raw.httpVersion === '1.0') {
+    return new AppError('VALIDATION_INVALID_FORMAT', 'an HTTP/1.0 request has no Transfer-Encoding', {
+      headers: { connection: 'close' },
+    });
+  }
+  if (transfer !== undefined && transfer.trim().toLowerCase() !== 'chunked') {
     return new AppError(
       'VALIDATION_INVALID_FORMAT',
-      `the only Transfer-Encoding this service reads is "chunked" (HTTP/1.1), not ${quoted(transfer)}`,
+      `the only Transfer-Encoding this service reads is "chunked", not ${quoted(transfer)}`,
       { headers: { connection: 'close' } },
     );
   }
