@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AccountService } from './accounts/account-service.js';
 import { openAdapters } from './adapters.js';
+import { tightenDataDir } from './common/owner-only.js';
 import { AdminService } from './admin/admin-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
 import { resolveLameBuild } from './audio/lame-stream.js';
@@ -104,6 +105,21 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     onBackgroundError: (err) => http.log.warn({ err }, 'background connection error (retried)'),
   });
   const { database, blobs, events } = adapters;
+  // Once the database exists (a new one included): an install made readable to others becomes
+  // its owner's only again before the first request; what is written from now on already is. Best
+  // effort: a DATA_DIR whose modes cannot be changed (another owner, a read-only mount) still serves.
+  const tightened = await tightenDataDir(config.dataDir).catch((err: unknown) => {
+    http.log.warn({ err }, 'DATA_DIR: could not check the modes of its files');
+    return undefined;
+  });
+  if (tightened !== undefined && (tightened.changed > 0 || tightened.failed > 0)) {
+    (tightened.failed > 0 ? http.log.warn : http.log.info).call(
+      http.log,
+      tightened,
+      `DATA_DIR: removed group and other permissions from ${tightened.changed} of ${tightened.examined} entries` +
+        (tightened.failed > 0 ? ` (${tightened.failed} could not be changed)` : ''),
+    );
+  }
   // Before any route: its hooks measure every request. The sources are read at scrape time only.
   let sources: MetricsSources | undefined;
   const metrics = createServiceMetrics(http, {
@@ -265,7 +281,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       rateLimitWindowMs: config.rateLimit.windowMs,
       rateLimitStore: adapters.rateLimitStore,
     };
-    await http.register(consoleRoutes());
+    await http.register(consoleRoutes({ publicUrl: config.publicUrl }));
     await http.register(audioRoutes(tasks, blobs, streams, perAddress));
     // Stream endpoints: only the task's `auth` query token, never a bearer key (spec §5).
     await http.register(streamRoutes(streams, perAddress));

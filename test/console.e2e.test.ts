@@ -37,14 +37,25 @@ async function audioProperty<T>(page: Page, name: string): Promise<T> {
   return page.evaluate<T>(`document.getElementById('audio').${name}`);
 }
 
+/**
+ * Waits until a browser-side expression holds. Polled from here with `page.evaluate` (run through
+ * the DevTools protocol): `page.waitForFunction` evaluates its predicate with eval inside the
+ * page, which the console's CSP forbids, as it should.
+ */
+async function untilPage(page: Page, expression: string, timeout: number): Promise<void> {
+  const deadline = Date.now() + timeout;
+  while (!(await page.evaluate<boolean>(`Boolean(${expression})`))) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeout} ms waiting for ${expression}`);
+    await sleep(100);
+  }
+}
+
 /** Waits until a browser-side expression about the <audio> element (`el`) holds. */
 async function untilAudio(page: Page, condition: string, timeout: number): Promise<void> {
-  await page.waitForFunction(
+  await untilPage(
+    page,
     `(() => { const el = document.getElementById('audio'); return ${condition}; })()`,
-    undefined,
-    {
-      timeout,
-    },
+    timeout,
   );
 }
 
@@ -74,6 +85,8 @@ describe(
     const exchanges: StreamExchange[] = [];
     /** What the page reported (failed requests, script errors): shown when a step fails. */
     const pageLog: string[] = [];
+    /** Content-Security-Policy violations the console's page reported, in any test. */
+    const cspViolations: string[] = [];
 
     before(async () => {
       await mkdir(OUTPUT, { recursive: true });
@@ -100,6 +113,13 @@ describe(
         ],
       });
       page = await browser.newPage({ viewport: { width: 1000, height: 1400 } });
+      // Every document of the page reports its CSP violations (the event, and Chromium's console line).
+      await page.exposeFunction('reportCspViolation', (text: string) => cspViolations.push(text));
+      await page.addInitScript(`document.addEventListener('securitypolicyviolation', (e) =>
+        window.reportCspViolation(e.violatedDirective + ' blocked ' + e.blockedURI + ' at ' + e.sourceFile + ':' + e.lineNumber))`);
+      page.on('console', (message) => {
+        if (/Content.Security.Policy/i.test(message.text())) cspViolations.push(message.text());
+      });
       page.on('console', (message) => pageLog.push(`console ${message.type()}: ${message.text()}`));
       page.on('pageerror', (error) => pageLog.push(`page error: ${error.message}`));
       page.on('response', (response) => {
@@ -181,9 +201,7 @@ describe(
       await page.locator('.segment.playing').waitFor({ timeout: 30_000 });
 
       // The end of the live stream: the element is reloaded with the finished MP3 (its full duration).
-      await page.waitForFunction(`document.body.dataset.reloaded === 'true'`, undefined, {
-        timeout: 180_000,
-      });
+      await untilPage(page, `document.body.dataset.reloaded === 'true'`, 180_000);
       await untilAudio(page, 'Number.isFinite(el.duration)', 30_000);
       const finished = await t.app.services.tasks.get(t.accountId, taskId);
       assert.equal(finished.status, 'generated');
@@ -290,10 +308,10 @@ describe(
       await page.screenshot({ path: join(OUTPUT, '4-splitters.png'), fullPage: true });
       const before = (await t.app.services.tasks.list(t.accountId, {})).total;
       await page.getByRole('button', { name: 'Generate' }).click();
-      await page.waitForFunction(
+      await untilPage(
+        page,
         `document.querySelectorAll('#tasks li').length === ${String(before + 1)}`,
-        undefined,
-        { timeout: 30_000 },
+        30_000,
       );
       const newest = (await t.app.services.tasks.list(t.accountId, {})).items[0];
       const task = await t.app.services.tasks.get(t.accountId, newest?.id ?? '');
@@ -306,6 +324,54 @@ describe(
           [guest, 0.9],
         ],
       );
+    });
+
+    test('a strict CSP that the console runs under, and no other origin can frame it', async () => {
+      // The headers, on the page and on its files; API answers carry nosniff.
+      for (const path of ['/', '/console/app.js', '/console/style.css']) {
+        const res = await fetch(`${t.baseUrl}${path}`);
+        await res.arrayBuffer();
+        assert.equal(res.status, 200, path);
+        const csp = String(res.headers.get('content-security-policy'));
+        assert.match(csp, /frame-ancestors 'none'/, path);
+        assert.match(csp, /default-src 'none'/, path);
+        assert.match(csp, /script-src 'self'(;|$)/, path);
+        assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/, path);
+        assert.equal(res.headers.get('x-frame-options'), 'DENY', path);
+        assert.equal(res.headers.get('x-content-type-options'), 'nosniff', path);
+        assert.equal(res.headers.get('referrer-policy'), 'no-referrer', path);
+      }
+      const api = await fetch(`${t.baseUrl}/api/account/info`, {
+        headers: { authorization: `Bearer ${t.key}` },
+      });
+      await api.arrayBuffer();
+      assert.equal(api.headers.get('x-content-type-options'), 'nosniff');
+
+      // A voice preview plays a blob: URL of the one-shot MP3 (media-src allows blob:).
+      const preview = page.waitForResponse((r) => r.url().includes('/api/tts/simple-generate.mp3'));
+      await page.locator('#voices li', { hasText: 'Host' }).getByRole('button', { name: 'Preview' }).click();
+      assert.equal((await preview).status(), 200);
+      await sleep(1500);
+
+      // Everything the console did in these tests (sign-in, voices, splitters, tasks, the live
+      // player, the timeline, the finished file, the preview) ran without a CSP violation.
+      assert.deepEqual(cspViolations, [], pageLog.join('\n'));
+
+      // Another page frames the first-run link: the browser refuses to render the console in it.
+      const framer = await browser.newPage();
+      try {
+        await framer.setContent(`<iframe id="f" src="${t.baseUrl}/#key=${t.key}"></iframe>`);
+        await sleep(2000);
+        const frame = framer.frames().find((f) => f !== framer.mainFrame());
+        assert.ok(frame, 'the iframe exists');
+        assert.equal(
+          await frame.locator('#sign-in').count(),
+          0,
+          `the console rendered in a frame: ${frame.url()}`,
+        );
+      } finally {
+        await framer.close();
+      }
     });
   },
 );

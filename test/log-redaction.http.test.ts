@@ -148,3 +148,66 @@ describe('issue 11 finding 12: no credential or database data in any log line', 
     assert.doesNotMatch(log, /"(params|parameters|query|queryOptions|detail|rawPacket)"/);
   });
 });
+
+describe('user content in query strings is redacted in access logs like tokens', () => {
+  let t: TestApp;
+  const lines: string[] = [];
+  before(async () => {
+    t = await startTestApp({
+      listen: true,
+      // The level a service runs at by default: one access line per request.
+      env: { LOG_LEVEL: 'info' },
+      logger: { stream: { write: (line: string) => lines.push(line) } },
+    });
+  });
+  after(async () => t.close());
+
+  it('the one-shot text, a download file name and unknown parameters never reach a line', async () => {
+    const PIN = 'My secret PIN is 4242';
+    const FILE_NAME = 'Diagnosis-Ab12.mp3';
+    const NOTE = 'PrivateNote-Kw93';
+    const voice = await fetch(`${t.baseUrl}/api/voice`, {
+      method: 'POST',
+      headers: { ...bearer(t.key), 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'Logged' }),
+    });
+    const voiceId = ((await voice.json()) as { data: { id: string } }).data.id;
+    const oneShot = (query: string) =>
+      fetch(`${t.baseUrl}/api/tts/simple-generate.mp3?${query}`, { headers: bearer(t.key) });
+
+    // 200: audio; its X-Service-Response-Data names the task whose audio URL is used below.
+    const ok = await oneShot(
+      `voiceId=${voiceId}&language=auto&speechRate=1.1&text=${encodeURIComponent(PIN)}&note=${NOTE}`,
+    );
+    assert.equal(ok.status, 200);
+    await ok.arrayBuffer();
+    const info = JSON.parse(String(ok.headers.get('x-service-response-data'))) as { audio: string };
+    // 4xx paths log the URL too: an unknown voice, text in another spelling, a bad switch.
+    for (const query of [
+      `voiceId=no-such-voice&text=${encodeURIComponent(PIN)}`,
+      `voiceId=${voiceId}&%74ext=${encodeURIComponent(PIN)}`,
+      `voiceId=${voiceId}&text=${encodeURIComponent(PIN)}&emo_switch=x&TEXT=${encodeURIComponent(PIN)}`,
+    ]) {
+      await (await oneShot(query)).arrayBuffer();
+    }
+    // A download with a file name of the user's choosing.
+    const audio = new URL(info.audio);
+    audio.searchParams.set('response-content-disposition', `attachment; filename="${FILE_NAME}"`);
+    const download = await fetch(audio);
+    assert.equal(download.status, 200);
+    await download.arrayBuffer();
+
+    const access = lines.filter((line) => line.includes('simple-generate.mp3'));
+    assert.ok(access.length >= 4, `the one-shot requests were logged: ${access.length}`);
+    // What an operator needs stays: the route, the voice, the switches, that a text was sent.
+    assert.ok(
+      access.some((line) => line.includes(`voiceId=${voiceId}&language=auto&speechRate=1.1&text=[redacted]`)),
+      access.join(''),
+    );
+    assert.ok(lines.some((line) => line.includes('response-content-disposition=[redacted]')));
+    for (const secret of [PIN, encodeURIComponent(PIN), 'secret%20PIN', FILE_NAME, 'Diagnosis', NOTE]) {
+      const leak = lines.find((line) => line.includes(secret));
+      assert.equal(leak, undefined, `${secret} leaked in: ${leak ?? ''}`);
+    }
+  });
+});

@@ -51,6 +51,8 @@ function element(tag, attributes = {}, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attributes)) {
     if (name.startsWith('on')) node.addEventListener(name.slice(2), value);
+    // Styles through the CSSOM: the page's CSP refuses style attributes.
+    else if (name === 'style') Object.assign(node.style, value);
     else if (value !== undefined && value !== null) node.setAttribute(name, value);
   }
   for (const child of children) node.append(child);
@@ -641,7 +643,7 @@ function drawTimeline(detail) {
         {
           'data-index': String(n),
           class: `segment speaker-${speakerClass(detail, part.content.voiceId)}${part.duration === null ? ' pending' : ''}`,
-          style: `flex-grow: ${part.duration === null ? 0.5 : (part.duration / known) * 10}`,
+          style: { flexGrow: String(part.duration === null ? 0.5 : (part.duration / known) * 10) },
           title: part.content.text,
         },
         speakerOf(part.content.voiceId),

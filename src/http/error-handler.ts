@@ -130,6 +130,7 @@ export function handleFrameworkError(err: unknown, request: FastifyRequest, repl
   // Fastify writes no completion line for these: the request's one log line is this one.
   request.log.info({ req: request }, 'refused a request Fastify could not route');
   reply.header(REQUEST_ID_HEADER, request.id);
+  reply.header('X-Content-Type-Options', 'nosniff');
   handleError(
     request.raw.url !== undefined && request.raw.url.length > MAX_URL_LENGTH ? uriTooLong() : err,
     request,
@@ -162,6 +163,11 @@ export function clientErrorToAppError(err: ClientError): AppError {
       return requestLineTooLong(err.rawPacket) ? uriTooLong() : headersTooLarge();
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return requestTimeout();
+    case 'HPE_INVALID_TRANSFER_ENCODING':
+      return new AppError(
+        'VALIDATION_INVALID_FORMAT',
+        'the Transfer-Encoding of the request is not valid (the only one this service reads is "chunked")',
+      );
     case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
       return new AppError('UPLOAD_TOO_LARGE', 'the chunk extensions of the request body are too large');
     default:
@@ -176,6 +182,7 @@ export function rawErrorResponse(err: AppError, requestId: string): string {
     ...err.headers,
     [REQUEST_ID_HEADER]: requestId,
     'Content-Type': 'application/json; charset=utf-8',
+    'X-Content-Type-Options': 'nosniff',
     'Content-Length': String(Buffer.byteLength(body)),
     Connection: 'close',
   };

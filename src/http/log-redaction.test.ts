@@ -21,8 +21,30 @@ describe('redactUrl', () => {
       `/x?token=${TOKEN}&api_key=${TOKEN}`,
       '/x?token=[redacted]&api_key=[redacted]',
     ],
-    ['other parameters kept', '/x?i=abc&author=me', '/x?i=abc&author=me'],
-    ['malformed escape in a name', `/x?%ZZ=1&auth=${TOKEN}`, '/x?%ZZ=1&auth=[redacted]'],
+    ['listed parameters kept, others redacted', '/x?i=abc&author=me', '/x?i=abc&author=[redacted]'],
+    ['malformed escape in a name', `/x?%ZZ=1&auth=${TOKEN}`, '/x?%ZZ=[redacted]&auth=[redacted]'],
+    [
+      'one-shot text redacted, its switches kept',
+      '/api/tts/simple-generate.mp3?voiceId=v1&text=My%20secret%20PIN%20is%204242&speechRate=1.2&language=auto',
+      '/api/tts/simple-generate.mp3?voiceId=v1&text=[redacted]&speechRate=1.2&language=auto',
+    ],
+    [
+      'text in any spelling the server reads',
+      '/x?%74ext=secret&te%78t=secret',
+      '/x?%74ext=[redacted]&te%78t=[redacted]',
+    ],
+    [
+      'a listed name is case-sensitive',
+      '/x?VOICEID=secret&voiceid=secret',
+      '/x?VOICEID=[redacted]&voiceid=[redacted]',
+    ],
+    ['an encoded listed name is kept', '/x?voice%49d=v1', '/x?voice%49d=v1'],
+    [
+      'file name of a download redacted',
+      '/a.mp3?auth=x&response-content-disposition=attachment%3B%20filename%3D%22Secret.mp3%22',
+      '/a.mp3?auth=[redacted]&response-content-disposition=[redacted]',
+    ],
+    ['no value, nothing to redact', '/x?flag&text=', '/x?flag&text=[redacted]'],
   ];
   for (const [name, url, want] of cases) {
     it(name, () => assert.equal(redactUrl(url), want));

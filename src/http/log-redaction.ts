@@ -1,7 +1,9 @@
 /**
  * What the logs must never hold (issue 11 finding 12): credentials (stream `auth` tokens in any
- * spelling of the parameter name, API keys, bearer tokens, the admin token, remote engines' keys)
- * and the data a database error carries (SQL text, parameters, the failing row). Two layers: the
+ * spelling of the parameter name, API keys, bearer tokens, the admin token, remote engines' keys),
+ * what users wrote (the one-shot GET form's `text`, a download's file name, any parameter the
+ * service does not know) and the data a database error carries (SQL text, parameters, the failing
+ * row). Two layers: the
  * serializers below keep structure (URLs, errors) free of them, and `scrubLogLine` runs over every
  * serialized line as the last word, so a secret that slips into a message is still removed.
  */
@@ -10,6 +12,49 @@ const REDACTED = '[redacted]';
 
 /** Query parameters whose values are credentials, compared after percent-decoding, case-insensitively. */
 const SECRET_QUERY_NAMES = new Set(['auth', 'token', 'access_token', 'api_key', 'apikey', 'key']);
+
+/**
+ * Query parameters whose values are logged as sent: ids, numbers, flags and enumerations the routes
+ * read, compared with the name as the server reads it (percent-decoded once, case-sensitive). Any
+ * other value — `text`, `response-content-disposition`, a parameter no route reads — may be what a
+ * user wrote, so it is redacted: a parameter added later is redacted until it is listed here.
+ */
+const LOGGED_QUERY_NAMES = new Set([
+  // lists
+  'limit',
+  'offset',
+  'status',
+  'stream',
+  // stream sessions
+  'i',
+  // one-shot GET form: the content item's switches, never its text
+  'voiceId',
+  'promptId',
+  'preset',
+  'language',
+  'speechRate',
+  'seed',
+  'interval',
+  'emo_switch',
+  'reference_mode',
+  'vivid',
+  'break_clone',
+  'flash',
+  'srt',
+  'infinite_mode',
+  'instruct_mode',
+  'direct_stream',
+  'type',
+]);
+
+/** True when a raw parameter name, read as the server reads it, is one whose value may be logged. */
+function loggedAsSent(rawName: string): boolean {
+  try {
+    return LOGGED_QUERY_NAMES.has(decodeURIComponent(rawName.replace(/\+/g, ' ')));
+  } catch {
+    return false; // a malformed escape names no parameter we read
+  }
+}
 
 /** A parameter name as the server would read it: `+` as space, percent-decoded until stable (at most 3 rounds). */
 function decodedName(raw: string): string {
@@ -30,9 +75,9 @@ function decodedName(raw: string): string {
 }
 
 /**
- * `url` with the value of every credential query parameter replaced by `[redacted]`: `auth`,
- * `AUTH`, `%61uth`, `a%75th`, repeated parameters, and the same inside the query values themselves
- * (a relayed URL carried in a parameter) through `scrubLogLine`.
+ * `url` with the value of every query parameter but LOGGED_QUERY_NAMES replaced by `[redacted]`:
+ * credentials in any spelling (`auth`, `AUTH`, `%61uth`, `a%75th`, repeated) and user content
+ * (`text`, file names, unknown parameters). Names and parameters without a value are kept.
  */
 export function redactUrl(url: string): string {
   const q = url.indexOf('?');
@@ -44,7 +89,8 @@ export function redactUrl(url: string): string {
       if (part === '&' || part === ';') return part;
       const eq = part.indexOf('=');
       const name = eq < 0 ? part : part.slice(0, eq);
-      return SECRET_QUERY_NAMES.has(decodedName(name)) ? `${name}=${REDACTED}` : part;
+      if (eq < 0) return part;
+      return SECRET_QUERY_NAMES.has(decodedName(name)) || !loggedAsSent(name) ? `${name}=${REDACTED}` : part;
     })
     .join('');
   return `${url.slice(0, q + 1)}${query}`;

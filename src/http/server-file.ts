@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { OWNER_DIR_MODE, OWNER_FILE_MODE } from '../common/owner-only.js';
 
 const serverFileSchema = z.object({
   pid: z.number().int().positive(),
@@ -30,8 +31,8 @@ export async function writeServerFile(dataDir: string, info: ServerFile): Promis
   const path = serverFilePath(dataDir);
   const partial = `${path}.${randomBytes(4).toString('hex')}.tmp`;
   // A scale-out node has no embedded database that would have created DATA_DIR already.
-  await mkdir(dataDir, { recursive: true });
-  await writeFile(partial, `${JSON.stringify(info, null, 2)}\n`, { mode: 0o600 });
+  await mkdir(dataDir, { recursive: true, mode: OWNER_DIR_MODE });
+  await writeFile(partial, `${JSON.stringify(info, null, 2)}\n`, { mode: OWNER_FILE_MODE });
   await rename(partial, path);
 }
 

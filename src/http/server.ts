@@ -90,6 +90,66 @@ function unmetExpectation(request: FastifyRequest): boolean {
   return !CONTINUE_EXPECTATION.test(expect);
 }
 
+/** Longest piece of a refused header value quoted back in an error message. */
+const QUOTED_HEADER_CHARS = 100;
+
+function quoted(value: string): string {
+  return JSON.stringify(
+    value.length > QUOTED_HEADER_CHARS ? `${value.slice(0, QUOTED_HEADER_CHARS)}…` : value,
+  );
+}
+
+/**
+ * The framing and coding of a request this service does not implement, as the error to answer,
+ * or undefined when it has none of them. Node's parser lets all three through:
+ *  - more than one Host field line: which one names the target is ambiguous (RFC 9112 §3.2, 400);
+ *  - a Transfer-Encoding other than exactly `chunked` (`gzip, chunked`, `gzip`, any on HTTP/1.0):
+ *    Node would decode only the chunking and hand on the rest as if it were the body; the framing
+ *    is not trusted, so the connection closes too (RFC 9112 §6.1);
+ *  - a body with a Content-Encoding other than identity: bodies are read as sent, so a compressed
+ *    one would be misread as malformed JSON; 415 naming the coding (RFC 9110 §15.5.16).
+ */
+function unsupportedFraming(request: FastifyRequest): AppError | undefined {
+  const raw = request.raw.rawHeaders;
+  let hosts = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.toLowerCase() === 'host') hosts++;
+  if (hosts > 1) {
+    return new AppError('VALIDATION_INVALID_FORMAT', `a request must have one Host header, not ${hosts}`);
+  }
+  const transfer = request.headers['transfer-encoding'];
+  if (transfer !== undefined && request.raw.httpVersion === '1.0') {
+    return new AppError('VALIDATION_INVALID_FORMAT', 'an HTTP/1.0 request has no Transfer-Encoding', {
+      headers: { connection: 'close' },
+    });
+  }
+  if (transfer !== undefined && transfer.trim().toLowerCase() !== 'chunked') {
+    return new AppError(
+      'VALIDATION_INVALID_FORMAT',
+      `the only Transfer-Encoding this service reads is "chunked", not ${quoted(transfer)}`,
+      { headers: { connection: 'close' } },
+    );
+  }
+  const coding = request.headers['content-encoding'];
+  const length = request.headers['content-length'];
+  const hasBody = transfer !== undefined || (length !== undefined && length.trim() !== '0');
+  if (coding !== undefined && hasBody && !onlyIdentity(coding)) {
+    return new AppError(
+      'REQUEST_UNSUPPORTED_MEDIA_TYPE',
+      `request bodies are read as sent, without a content coding: send this one without Content-Encoding ${quoted(coding)}`,
+      { headers: { 'Accept-Encoding': 'identity' } },
+    );
+  }
+  return undefined;
+}
+
+/** True when a Content-Encoding value names no coding but `identity` (or none at all). */
+function onlyIdentity(coding: string): boolean {
+  return coding
+    .split(',')
+    .map((c) => c.trim().toLowerCase())
+    .every((c) => c === '' || c === 'identity');
+}
+
 /** 503 for a request that arrives on an open connection while the server closes. */
 function shuttingDown(): AppError {
   return new AppError('SYSTEM_SHUTTING_DOWN', 'the service is shutting down; retry the request', {
@@ -193,6 +253,8 @@ export function createHttpServer(
   });
   app.addHook('onRequest', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
+    // Every answer is what its Content-Type says: no browser reads JSON or audio as a page or script.
+    reply.header('X-Content-Type-Options', 'nosniff');
     // Fastify already set `Connection: close` on requests that arrive while it closes.
     if (closing) throw shuttingDown();
     if (request.raw.url !== undefined && request.raw.url.length > MAX_URL_LENGTH) throw uriTooLong();
@@ -200,6 +262,8 @@ export function createHttpServer(
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
       throw new AppError('VALIDATION_INVALID_FORMAT', 'an HTTP/1.1 request needs a Host header');
     }
+    const framing = unsupportedFraming(request);
+    if (framing !== undefined) throw framing;
   });
   app.setErrorHandler(handleError);
   app.setNotFoundHandler(async (request) => {

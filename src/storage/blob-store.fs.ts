@@ -23,6 +23,7 @@ import {
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { OWNER_DIR_MODE, OWNER_FILE_MODE } from '../common/owner-only.js';
 import {
   assertBlobKey,
   assertBlobPrefix,
@@ -200,9 +201,9 @@ export class FsBlobStore implements BlobStore {
     await this.forget(key);
     const tmp = join(dirname(path), `${TMP_PREFIX}${randomUUID()}`);
     try {
-      await mkdir(dirname(path), { recursive: true });
-      if (body instanceof Uint8Array) await writeFile(tmp, body);
-      else await pipeline(body, createWriteStream(tmp));
+      await mkdir(dirname(path), { recursive: true, mode: OWNER_DIR_MODE });
+      if (body instanceof Uint8Array) await writeFile(tmp, body, { mode: OWNER_FILE_MODE });
+      else await pipeline(body, createWriteStream(tmp, { mode: OWNER_FILE_MODE }));
       await rename(tmp, path);
       // A read that opened the old file meanwhile must not stay cached for the new one.
       await this.forget(key);

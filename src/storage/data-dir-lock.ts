@@ -19,6 +19,7 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { processAlive } from '../common/process-alive.js';
+import { OWNER_DIR_MODE, OWNER_FILE_MODE } from '../common/owner-only.js';
 
 /** Name of the lock file inside DATA_DIR. */
 export const DATA_DIR_LOCK_FILE = 'voicegen.lock';
@@ -244,7 +245,7 @@ async function sweepLeftovers(dataDir: string): Promise<void> {
  */
 export async function acquireDataDirLock(dataDir: string): Promise<DataDirLock> {
   const dir = resolve(dataDir);
-  await mkdir(dir, { recursive: true });
+  await mkdir(dir, { recursive: true, mode: OWNER_DIR_MODE });
   const lockPath = join(dir, DATA_DIR_LOCK_FILE);
   const record: LockRecord = {
     pid: process.pid,
@@ -255,7 +256,7 @@ export async function acquireDataDirLock(dataDir: string): Promise<DataDirLock> 
   };
   const content = `${JSON.stringify(record)}\n`;
   const temp = join(dir, `${DATA_DIR_LOCK_FILE}.${process.pid}.${record.nonce}.tmp`);
-  await writeFile(temp, content, { flag: 'wx' });
+  await writeFile(temp, content, { flag: 'wx', mode: OWNER_FILE_MODE });
   try {
     const deadline = Date.now() + TAKEOVER_DEADLINE_MS;
     for (;;) {

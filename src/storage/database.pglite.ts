@@ -14,6 +14,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { Kysely } from 'kysely';
 import { once } from 'node:events';
 import { forkModule, siblingModuleUrl, startModuleWorker } from '../common/worker-url.js';
+import { OWNER_DIR_MODE } from '../common/owner-only.js';
 import { acquireDataDirLock } from './data-dir-lock.js';
 import { migrateToLatest, type DatabaseHandle } from './database.js';
 import { PgliteDialect, type StatementRunner } from './pglite-dialect.js';
@@ -309,7 +310,7 @@ export async function openPgliteDatabase(options: PgliteDatabaseOptions): Promis
   let db: Kysely<Database>;
   try {
     const dir = join(options.dataDir, 'db');
-    await mkdir(dir, { recursive: true });
+    await mkdir(dir, { recursive: true, mode: OWNER_DIR_MODE });
     // A template only seeds a new database; an existing one is opened as it is.
     const isNew = !existsSync(join(dir, 'PG_VERSION'));
     if (isNew && options.template === undefined) await createInChildProcess(dir);

@@ -12,6 +12,7 @@
 import { open, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { Readable } from 'node:stream';
+import { OWNER_FILE_MODE } from '../common/owner-only.js';
 import { MAX_TAIL_SLAB_SIZE, MemoryTail } from './memory-tail.js';
 import type { GrowingFile, GrowingFileFolder } from './growing-file.js';
 import { runCacheDir } from './run-dir.fs.js';
@@ -300,7 +301,7 @@ export class FsGrowingFile implements GrowingFile {
             options.sharedBlockBytes ?? DEFAULT_SHARED_BLOCK_BYTES,
             () => this.countFileRead(),
           );
-    this.opened = open(this.path, 'wx');
+    this.opened = open(this.path, 'wx', OWNER_FILE_MODE);
     // A failed open fails the cache; appends and readers then report that error.
     this.opened.catch((err: unknown) => this.fail(toError(err)));
   }

@@ -23,6 +23,10 @@ async function initialize(dir: string): Promise<void> {
   }
 }
 
+// Only this process writes here, and everything it writes is the service owner's only (initdb
+// itself asks for 0644 files): a umask for the whole process, whatever the one it inherited.
+process.umask(0o077);
+
 // The service that started this process is gone (its IPC channel closed): stop, it will not use it.
 process.on('disconnect', () => process.exit(1));
 

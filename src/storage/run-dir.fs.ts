@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { processAlive } from '../common/process-alive.js';
+import { OWNER_DIR_MODE } from '../common/owner-only.js';
 
 const RUN_DIR = /^run-(\d+)-[A-Za-z0-9_-]+$/;
 /** Run directories of services alive in this process (several apps may share one root in tests). */
@@ -34,13 +35,13 @@ export function runCacheDir(root: string): RunCacheDir {
   return {
     ready: () => {
       preparing ??= (async () => {
-        await mkdir(root, { recursive: true });
+        await mkdir(root, { recursive: true, mode: OWNER_DIR_MODE });
         for (const name of await readdir(root)) {
           const match = RUN_DIR.exec(name);
           if (match === null || inUse(root, name, Number(match[1]))) continue;
           await rm(join(root, name), { recursive: true, force: true });
         }
-        await mkdir(path, { recursive: true });
+        await mkdir(path, { recursive: true, mode: OWNER_DIR_MODE });
         return path;
       })();
       return preparing;

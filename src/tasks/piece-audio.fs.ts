@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { encodePiece } from '../audio/continuous-encoder.js';
 import { pcmChunks } from '../audio/pcm-stream.js';
+import { OWNER_DIR_MODE } from '../common/owner-only.js';
 import { AppError } from '../errors/app-error.js';
 import { FsGrowingFile } from '../storage/growing-file.fs.js';
 import type {
@@ -63,7 +64,7 @@ export class FsPieceAudioStore implements PieceAudioStore {
 
   /** Starts (or restarts) writing a task's merged MP3; any earlier file of it is discarded. */
   async startMergedMp3(taskId: string): Promise<MergedMp3Writer> {
-    await mkdir(this.dir(taskId), { recursive: true });
+    await mkdir(this.dir(taskId), { recursive: true, mode: OWNER_DIR_MODE });
     await rm(this.mergedPath(taskId), { force: true });
     const cache = new FsGrowingFile({ dir: this.dir(taskId), name: 'task.mp3' });
     this.liveMerged.set(taskId, cache);
@@ -101,7 +102,7 @@ export class FsPieceAudioStore implements PieceAudioStore {
   /** Starts (or restarts) writing a piece; any earlier partial file of it is discarded. */
   async startPiece(taskId: string, idx: number, mp3Source: PieceMp3Source): Promise<PieceWriter> {
     const key = `${taskId}/${idx}`;
-    await mkdir(this.dir(taskId), { recursive: true });
+    await mkdir(this.dir(taskId), { recursive: true, mode: OWNER_DIR_MODE });
     await rm(this.path(taskId, idx), { force: true });
     await rm(this.mp3Path(taskId, idx), { force: true });
     const piece: LivePiece = {
