@@ -2,7 +2,8 @@
  * Load and soak (issue 11, Suites): `npx tsx bench/soak.ts`, a measurement script, not a test.
  * Environment: DURATION (loaded seconds, 600), UNLOADED (seconds, 45), WARMUP (seconds, 15), READERS (500), SESSIONS (20),
  * API_RPS (50), HOSTILE_HEAD_RPS (200), HOSTILE_PREVIEW_RPS (5), HOSTILE_GENERATE_RPS (10),
- * HOSTILE_TASK_CHARS (100000), SERVER_ENV ("K=V,K=V" extra server variables), SERVER_NODE_ARGS
+ * HOSTILE_TASK_CHARS (100000), SERVER_CPUS and CLIENT_CPUS (taskset core lists: the server on one,
+ * this process and the polite client on the other, e.g. SERVER_CPUS=1 CLIENT_CPUS=0), SERVER_ENV ("K=V,K=V" extra server variables), SERVER_NODE_ARGS
  * (extra node flags of the server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), SERVER_BUILD (`dist`:
  * the compiled service, as `npm start` runs it; build it first), KEEP_DATA (1 keeps the temporary
  * DATA_DIR and the server log).
@@ -38,6 +39,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pinClient, pinningLine, serverCommand } from './lib/pinning.js';
 import { percentile, serverEnvFromProcess } from './lib/server.js';
 import {
   agentFor,
@@ -182,7 +184,8 @@ async function startServer(): Promise<ServerInfo> {
   const nodeArgs = (process.env.SERVER_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '');
   // SERVER_BUILD=dist: the compiled service `npm start` runs (build it first); otherwise the source under tsx.
   const entry = process.env.SERVER_BUILD === 'dist' ? ['dist/main.js'] : ['--import', 'tsx', 'src/main.ts'];
-  const child = spawn(process.execPath, [...nodeArgs, '--import', probe, ...entry], {
+  const [command, args] = serverCommand(process.execPath, [...nodeArgs, '--import', probe, ...entry]);
+  const child = spawn(command, args, {
     env: {
       ...process.env,
       HOST: '127.0.0.1',
@@ -648,6 +651,8 @@ function startPoliteClient(baseUrl: string, accounts: Account[]): Promise<void> 
 // ---------------------------------------------------------------- main
 
 async function main(): Promise<void> {
+  pinClient();
+  console.log(pinningLine());
   console.log(
     `soak: unloaded ${UNLOADED_S} s, loaded ${DURATION_S} s, ${READERS} readers on ${SESSIONS} sessions, ` +
       `${API_RPS} polite req/s, RATE_LIMIT_MAX=${RATE_LIMIT_MAX}, load average ${loadavg()
