@@ -5,7 +5,7 @@
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { storageRefusal, type StorageLimits, type StorageRefusal } from '../storage/storage-limits.js';
-import { lockAccount } from '../storage/account-lock.js';
+import { lockAccount, writeWithinLimits } from '../storage/account-lock.js';
 import { fetchPage } from '../storage/paging.js';
 import type { Database, SplitterRow } from '../storage/schema.js';
 
@@ -36,15 +36,16 @@ export class SplitterStore {
       await this.db.insertInto('splitters').values(row).execute();
       return undefined;
     }
-    // One read first: an account flooding past its limit holds no lock for its refusals.
-    const early = storageRefusal(limits, await usage(this.db, row.account_id), adding);
-    if (early !== undefined) return early;
-    return this.db.transaction().execute(async (trx) => {
-      await lockAccount(trx, row.account_id);
-      const refused = storageRefusal(limits, await usage(trx, row.account_id), adding);
-      if (refused === undefined) await trx.insertInto('splitters').values(row).execute();
-      return refused;
-    });
+    return writeWithinLimits(
+      this.db,
+      row.account_id,
+      limits,
+      adding,
+      (db) => usage(db, row.account_id),
+      async (trx) => {
+        await trx.insertInto('splitters').values(row).execute();
+      },
+    );
   }
 
   async get(accountId: string, id: string): Promise<SplitterRow | undefined> {

@@ -4,7 +4,7 @@
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { storageRefusal, type StorageLimits, type StorageRefusal } from '../storage/storage-limits.js';
-import { lockAccount } from '../storage/account-lock.js';
+import { lockAccount, writeWithinLimits } from '../storage/account-lock.js';
 import { fetchPage } from '../storage/paging.js';
 import type { Database, NewVoiceRow, VoiceRow, VoiceVersion } from '../storage/schema.js';
 
@@ -28,15 +28,16 @@ export class VoiceStore {
       await this.db.insertInto('voices').values(row).execute();
       return undefined;
     }
-    // One read first: an account flooding past its limit holds no lock for its refusals.
-    const early = storageRefusal(limits, await usage(this.db, row.account_id), { voices: 1 });
-    if (early !== undefined) return early;
-    return this.db.transaction().execute(async (trx) => {
-      await lockAccount(trx, row.account_id);
-      const refused = storageRefusal(limits, await usage(trx, row.account_id), { voices: 1 });
-      if (refused === undefined) await trx.insertInto('voices').values(row).execute();
-      return refused;
-    });
+    return writeWithinLimits(
+      this.db,
+      row.account_id,
+      limits,
+      { voices: 1 },
+      (db) => usage(db, row.account_id),
+      async (trx) => {
+        await trx.insertInto('voices').values(row).execute();
+      },
+    );
   }
 
   async usage(accountId: string): Promise<VoiceUsage> {
