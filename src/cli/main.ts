@@ -367,7 +367,7 @@ program
         !opts.json && process.stderr.isTTY
           ? new SingleBar(
               {
-                format: 'pieces {bar} {value}/{total} | {audio} s of audio | {rtf}× real time',
+                format: 'pieces {bar} {value}/{total} | {audio} s of audio | {speed} audio-s per wall-s',
                 hideCursor: true,
               },
               Presets.shades_classic,
@@ -378,7 +378,7 @@ program
         if (bar === undefined) return;
         const payload = {
           audio: p.audioSeconds.toFixed(1),
-          rtf: p.wallSeconds > 0 ? (p.audioSeconds / p.wallSeconds).toFixed(1) : '0',
+          speed: p.wallSeconds > 0 ? (p.audioSeconds / p.wallSeconds).toFixed(1) : '0',
         };
         if (!barStarted) {
           bar.start(Math.max(1, p.pieces), p.piecesDone, payload);
@@ -405,7 +405,7 @@ program
           console.log(
             `${summary.file}: ${summary.pieces} piece(s), ${summary.audioSeconds.toFixed(2)} s of audio, ` +
               `${(summary.bytes / 1024).toFixed(0)} KiB, in ${summary.wallSeconds.toFixed(2)} s ` +
-              `(${summary.realtimeFactor.toFixed(1)}× real time)`,
+              `(${summary.audioSecondsPerWallSecond.toFixed(1)} audio-seconds per wall-second)`,
           );
         }
       } finally {

@@ -2,7 +2,7 @@
  * `voicegen synth`: text, or a marked dialogue with a splitter, to an MP3 file — through the public
  * API of a running server (`--url/--key`), or in-process on the embedded engine with no server (an
  * app built on a temporary DATA_DIR, asked through the same routes with Fastify's inject), so both
- * modes run the one generation pipeline the service runs. Progress (pieces done, realtime factor)
+ * modes run the one generation pipeline the service runs. Progress (pieces done, audio-seconds per wall-second)
  * comes from the task record as it is generated.
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -42,7 +42,8 @@ export interface SynthProgress {
 /** What a finished synthesis produced. */
 export interface SynthSummary extends SynthProgress {
   taskId: string;
-  realtimeFactor: number;
+  /** Seconds of audio made per second of wall time (the inverse of a real-time factor). */
+  audioSecondsPerWallSecond: number;
   file: string;
   bytes: number;
 }
@@ -143,7 +144,7 @@ export async function synthesize(
     audioSeconds: finished.totalSeconds,
     wallSeconds,
     taskId: task.id,
-    realtimeFactor: wallSeconds > 0 ? finished.totalSeconds / wallSeconds : 0,
+    audioSecondsPerWallSecond: wallSeconds > 0 ? finished.totalSeconds / wallSeconds : 0,
     file: request.out,
     bytes: audio.body.length,
   };

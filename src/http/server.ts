@@ -157,10 +157,13 @@ function shuttingDown(): AppError {
   });
 }
 
+/** Paths that probes and scrapers ask every few seconds: their lines would bury everything else at info. */
+const PROBE_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+
 /**
  * Fastify's request log lines, one per request instead of two: nothing on arrival, and on completion
- * what was asked (the URL redacted by the req serializer), the answer and how long it took
- * (issue 14: the second line per request cost a tenth of the CPU of serving finished audio).
+ * what was asked (the URL redacted by the req serializer), the answer and how long it took (a second
+ * line per request cost a tenth of the CPU of serving finished audio). A probe's line is at debug.
  */
 class OneLinePerRequest extends LogController {
   override incomingRequest(): void {
@@ -178,7 +181,10 @@ class OneLinePerRequest extends LogController {
         'request errored',
       );
     } else {
-      reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
+      const line = { req: request, res: reply, responseTime: reply.elapsedTime };
+      const probe = reply.statusCode < 400 && PROBE_PATHS.has(request.url.split('?', 1)[0] ?? '');
+      if (probe) reply.log.debug(line, 'request completed');
+      else reply.log.info(line, 'request completed');
     }
   }
 }
