@@ -40,6 +40,7 @@ import { batchedPieceStates, type PieceStatus } from './tasks/piece-audio.js';
 import { TaskRunner } from './tasks/runner/task-runner.js';
 import { TaskService } from './tasks/task-service.js';
 import { TaskStore } from './tasks/task-store.js';
+import type { TaskEvents } from './tasks/queue/task-events.js';
 import type { DatabaseHandle } from './storage/database.js';
 import { runGrowingFileFolder } from './storage/growing-file.fs.js';
 import { VoiceService } from './voices/voice-service.js';
@@ -63,6 +64,8 @@ export interface Services {
   tasks: TaskService;
   runner: TaskRunner;
   stream: StreamService;
+  /** The task announcements this node hears and sends (every node's, in scale-out). */
+  events: TaskEvents;
 }
 
 export interface App {
@@ -345,6 +348,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
         tasks,
         runner: taskRunner,
         stream: streams,
+        events,
       },
       close,
     };

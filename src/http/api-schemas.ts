@@ -508,6 +508,18 @@ export const taskSchemas = {
     ok: envelope(taskDetailSchema),
     errors: ['GENERATE_NOT_FOUND'],
   }),
+  rotateToken: route({
+    summary: "Rotate a task's stream token",
+    description:
+      'Our extension: gives the task a new `auth` token and answers the task with its new `streamUrl` and audio URLs. ' +
+      'The old URLs then answer 403 AUTH_FORBIDDEN on every node (a load balancer that keeps finished audio may answer ' +
+      'them from its copy for up to 10 s more); streams already being read with the old token go on until their readers leave.',
+    tags: ['tasks'],
+    access: 'apiKey',
+    params: taskParams,
+    ok: envelope(taskDetailSchema),
+    errors: ['GENERATE_NOT_FOUND'],
+  }),
   delete: route({
     summary: 'Delete a task',
     description: 'Its audio too. A pending or processing task cannot be deleted (cancel it first).',

@@ -150,8 +150,9 @@ export const taskListQuerySchema = pageSchema.extend({
 export interface TaskServiceOptions {
   /**
    * How long a node remembers a finished task's stream view, auth token and audio keys
-   * (AUTH_CACHE_MS); 0 = look up every time. A task deleted through this node is forgotten at
-   * once; one deleted on another node within this time (its blobs are gone: its audio reads 404).
+   * (AUTH_CACHE_MS); 0 = look up every time. A task deleted or given a new stream token is
+   * forgotten at once on every node that hears the announcement, else within this time (a deleted
+   * task's blobs are gone meanwhile: its audio reads 404).
    */
   finishedCacheMs?: number;
 }
@@ -185,6 +186,14 @@ export class TaskService implements StreamTaskLookup {
     options: TaskServiceOptions = {},
   ) {
     this.finished = new TtlCache(options.finishedCacheMs ?? 0, FINISHED_CACHE_ENTRIES);
+    // A task deleted or given a new token on another node is forgotten here too (best effort: an
+    // announcement missed in a lapse of the bus is covered by forgetting everything, and at worst
+    // by the cache's own time).
+    // The bus is the node's own and closes with it: this listener needs no unsubscribing.
+    events.onAnnouncement((taskId, kind) => {
+      if (taskId === null) this.finished.clear();
+      else if (kind === 'deleted' || kind === 'token') this.forget(taskId);
+    });
   }
 
   /**
@@ -223,7 +232,7 @@ export class TaskService implements StreamTaskLookup {
       account_id: accountId,
       status: 'pending',
       type: request.type,
-      auth_token: randomBytes(16).toString('hex'),
+      auth_token: newStreamToken(),
       request: JSON.stringify(request.echo),
       characters,
       error: null,
@@ -377,11 +386,36 @@ export class TaskService implements StreamTaskLookup {
     }
     if (!(await this.store.deleteFinished(accountId, id)))
       throw errors.notFound('GENERATE_NOT_FOUND', `task ${id}`);
-    this.finished.delete(id);
+    this.forget(id);
     // Every node ends its live sessions of the task (their readers would go on hearing it).
     this.events.changed(id, 'deleted');
     await this.blobs.deletePrefix(`tasks/${id}/`);
     await this.pieceAudio.deleteTask(id);
+  }
+
+  /**
+   * Gives a task of the account a new stream token (our extension,
+   * `POST /api/tts/generate/{id}/rotate-token`) and answers the task with its new URLs. From then
+   * on the old token opens and reads nothing on any node: this node forgets its remembered view at
+   * once and the announcement makes every other node forget theirs. Sessions a reader opened with
+   * the old token are not cut: they were authorised when they opened and end with their readers.
+   * Any status; another account's task → 404.
+   */
+  async rotateToken(accountId: string, id: string): Promise<TaskDetailView> {
+    if (!(await this.store.setAuthToken(accountId, id, newStreamToken())))
+      throw errors.notFound('GENERATE_NOT_FOUND', `task ${id}`);
+    this.forget(id);
+    this.events.changed(id, 'token');
+    return this.get(accountId, id, { stream: 'true' });
+  }
+
+  /**
+   * Drops what this node remembers of a task, so its next lookup reads the database: a lookup in
+   * flight may have read the row before the change, so later requests do not share it either.
+   */
+  private forget(taskId: string): void {
+    this.finished.delete(taskId);
+    this.lookingUp.delete(taskId);
   }
 
   async exists(taskId: string): Promise<boolean> {
@@ -575,6 +609,11 @@ export class TaskService implements StreamTaskLookup {
       estimatedDuration: Math.round((task.duration_seconds ?? estimate) * 1000) / 1000,
     };
   }
+}
+
+/** A task's stream token: 128 random bits, hex (the `auth` query parameter of its URLs). */
+function newStreamToken(): string {
+  return randomBytes(16).toString('hex');
 }
 
 /** The start of the next UTC day after `now`. */

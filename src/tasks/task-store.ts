@@ -330,6 +330,17 @@ export class TaskStore {
     return row !== undefined;
   }
 
+  /** Gives an account's task a new stream token; false when the account has no such task. */
+  async setAuthToken(accountId: string, id: string, token: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable('tasks')
+      .set({ auth_token: token })
+      .where('id', '=', id)
+      .where('account_id', '=', accountId)
+      .executeTakeFirst();
+    return result.numUpdatedRows > 0n;
+  }
+
   /** Deletes a finished task (not pending/processing); false when there was no such deletable row. */
   async deleteFinished(accountId: string, id: string): Promise<boolean> {
     const result = await this.db
