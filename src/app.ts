@@ -233,7 +233,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       taskRunner,
       config.accountQuotas,
       events,
-      { finishedCacheMs: config.authCacheMs },
+      { finishedCacheMs: config.authCacheMs, maxTaskBytes: config.storageLimits.taskBytes },
     );
     const streams = createStreamService({
       tasks,
@@ -309,6 +309,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
           storageUsage: async (accountId) => ({
             ...(await voices.usage(accountId)),
             ...(await splitters.usage(accountId)),
+            taskBytes: await tasks.storedAudioBytes(accountId),
           }),
           storageLimits: config.storageLimits,
           nodeConcurrency: config.generationConcurrency,

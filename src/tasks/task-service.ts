@@ -11,6 +11,7 @@ import { TtlCache } from '../common/ttl-cache.js';
 import { AppError, errors } from '../errors/app-error.js';
 import { parseInput } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
+import { storageLimitExceeded } from '../storage/storage-limits.js';
 import type { TaskContentRow, TaskRow, TaskStatus } from '../storage/schema.js';
 import type { TaskVoice, VoiceService } from '../voices/voice-service.js';
 import type { PieceParams, SplitterLookup } from './requests/generate-request.js';
@@ -24,7 +25,7 @@ import {
   CANCELLED_BY_CLIENT,
   utcDay,
   type AccountQuotas,
-  type Admission,
+  type QuotaRefusal,
   type TaskStore,
   type ListedPieceRow,
   type TaskSummaryRow,
@@ -155,6 +156,11 @@ export interface TaskServiceOptions {
    * task's blobs are gone meanwhile: its audio reads 404).
    */
   finishedCacheMs?: number;
+  /**
+   * Bytes of task audio an account may store (ACCOUNT_MAX_TASK_BYTES); 0 = unlimited. A new task
+   * is refused once what is stored has reached it.
+   */
+  maxTaskBytes?: number;
 }
 
 /** Finished tasks a node remembers at once (each up to a few tens of KiB with 200 pieces). */
@@ -183,7 +189,7 @@ export class TaskService implements StreamTaskLookup {
     private readonly quotas: AccountQuotas,
     /** Announces cancellations to the node generating the task and to waiting readers. */
     private readonly events: TaskEvents,
-    options: TaskServiceOptions = {},
+    private readonly options: TaskServiceOptions = {},
   ) {
     this.finished = new TtlCache(options.finishedCacheMs ?? 0, FINISHED_CACHE_ENTRIES);
     // A task deleted or given a new token on another node is forgotten here too (best effort: an
@@ -240,6 +246,7 @@ export class TaskService implements StreamTaskLookup {
       lease_token: null,
       worker_url: null,
       audio_key: null,
+      audio_bytes: '0',
       duration_seconds: null,
       created_at: now,
       updated_at: now,
@@ -256,10 +263,19 @@ export class TaskService implements StreamTaskLookup {
       status: 'pending' as const,
       samples: null,
       audio_key: null,
+      audio_bytes: '0',
       generated_at: null,
     }));
-    const admission = await this.store.insert({ task, pieces }, this.quotas, utcDay(now));
-    if (!admission.admitted) throw quotaExceeded(admission, characters, now);
+    const admission = await this.store.insert(
+      { task, pieces },
+      this.quotas,
+      utcDay(now),
+      this.options.maxTaskBytes ?? 0,
+    );
+    if (!admission.admitted)
+      throw 'storage' in admission
+        ? storageLimitExceeded(admission.storage)
+        : quotaExceeded(admission, characters, now);
     await this.queue.enqueue({ taskId: id, accountId, position: admission.position, characters });
     // The rows just stored (a worker may already be changing them: the answer shows them as created).
     return this.detailView(accountId, task, pieces, false, spoken.voices);
@@ -298,12 +314,17 @@ export class TaskService implements StreamTaskLookup {
     return this.get(accountId, id);
   }
 
-  /** The account's quotas and its current use of them. */
+  /** Bytes of task audio the account stores (account info's `usage.taskBytes`). */
+  async storedAudioBytes(accountId: string): Promise<number> {
+    return this.store.storedAudioBytes(accountId);
+  }
+
   /** Pending tasks of the accounts with the most of them, at most `limit` accounts (metrics). */
   async queueDepthByAccount(limit: number): Promise<{ accountId: string; pending: number }[]> {
     return this.store.pendingByAccount(limit);
   }
 
+  /** The account's quotas and its current use of them. */
   async quotaReport(accountId: string, now = new Date()): Promise<AccountQuotaReport> {
     const usage = await this.store.accountUsage(accountId, utcDay(now));
     const { maxQueuedTasks, maxConcurrentTasks, dailyCharacters } = this.quotas;
@@ -622,11 +643,7 @@ function nextUtcMidnight(now: Date): Date {
 }
 
 /** 429 RATE_LIMIT_EXCEEDED naming the quota that refused a new task, with Retry-After. */
-function quotaExceeded(
-  refusal: Extract<Admission, { admitted: false }>,
-  characters: number,
-  now: Date,
-): AppError {
+function quotaExceeded(refusal: QuotaRefusal, characters: number, now: Date): AppError {
   if (refusal.quota === 'queuedTasks') {
     return new AppError(
       'RATE_LIMIT_EXCEEDED',
