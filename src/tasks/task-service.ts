@@ -197,8 +197,10 @@ export class TaskService implements StreamTaskLookup {
     // by the cache's own time).
     // The bus is the node's own and closes with it: this listener needs no unsubscribing.
     events.onAnnouncement((taskId, kind) => {
-      if (taskId === null) this.finished.clear();
-      else if (kind === 'deleted' || kind === 'token') this.forget(taskId);
+      if (taskId === null) {
+        this.finished.clear();
+        this.lookingUp.clear();
+      } else if (kind === 'deleted' || kind === 'token') this.forget(taskId);
     });
   }
 
@@ -451,11 +453,24 @@ export class TaskService implements StreamTaskLookup {
   private lookUp(taskId: string): Promise<FinishedTask> {
     const remembered = this.finished.get(taskId);
     if (remembered !== undefined) return Promise.resolve(remembered);
-    let lookup = this.lookingUp.get(taskId);
-    if (lookup === undefined) {
-      lookup = this.readStreamRows(taskId).finally(() => this.lookingUp.delete(taskId));
-      this.lookingUp.set(taskId, lookup);
-    }
+    const shared = this.lookingUp.get(taskId);
+    if (shared !== undefined) return shared;
+    // Remembered only if the task was not forgotten meanwhile (deleted or given a new token while
+    // the rows were read): an older read must not bring the old token back for AUTH_CACHE_MS.
+    const lookup: Promise<FinishedTask> = this.readStreamRows(taskId).then(
+      (found) => {
+        const current = this.lookingUp.get(taskId) === lookup;
+        if (current && (found.view.status === 'generated' || found.view.status === 'failed'))
+          this.finished.set(taskId, found);
+        if (current) this.lookingUp.delete(taskId);
+        return found;
+      },
+      (err: unknown) => {
+        if (this.lookingUp.get(taskId) === lookup) this.lookingUp.delete(taskId);
+        throw err;
+      },
+    );
+    this.lookingUp.set(taskId, lookup);
     return lookup;
   }
 
@@ -484,7 +499,6 @@ export class TaskService implements StreamTaskLookup {
       audioKey: task.audio_key,
       pieceKeys: new Map(pieces.map((p) => [p.idx, p.audio_key])),
     };
-    if (task.status === 'generated' || task.status === 'failed') this.finished.set(taskId, found);
     return found;
   }
 
