@@ -41,6 +41,7 @@ import { batchedPieceStates, type PieceStatus } from './tasks/piece-audio.js';
 import { TaskRunner } from './tasks/runner/task-runner.js';
 import { TaskService } from './tasks/task-service.js';
 import { TaskStore } from './tasks/task-store.js';
+import type { TaskEvents } from './tasks/queue/task-events.js';
 import type { DatabaseHandle } from './storage/database.js';
 import { runGrowingFileFolder } from './storage/growing-file.fs.js';
 import { VoiceService } from './voices/voice-service.js';
@@ -64,6 +65,8 @@ export interface Services {
   tasks: TaskService;
   runner: TaskRunner;
   stream: StreamService;
+  /** The task announcements this node hears and sends (every node's, in scale-out). */
+  events: TaskEvents;
 }
 
 export interface App {
@@ -246,7 +249,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       taskRunner,
       config.accountQuotas,
       events,
-      { finishedCacheMs: config.authCacheMs },
+      { finishedCacheMs: config.authCacheMs, maxTaskBytes: config.storageLimits.taskBytes },
     );
     const streams = createStreamService({
       tasks,
@@ -322,6 +325,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
           storageUsage: async (accountId) => ({
             ...(await voices.usage(accountId)),
             ...(await splitters.usage(accountId)),
+            taskBytes: await tasks.storedAudioBytes(accountId),
           }),
           storageLimits: config.storageLimits,
           nodeConcurrency: config.generationConcurrency,
@@ -361,6 +365,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
         tasks,
         runner: taskRunner,
         stream: streams,
+        events,
       },
       close,
     };

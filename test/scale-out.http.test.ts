@@ -519,6 +519,44 @@ describe('two nodes behind nginx (round robin, no sticky sessions)', () => {
     assert.equal(status, 401);
   });
 
+  it("ends a rotated stream token on the other node within a second and behind the load balancer within its copy's 10 s", async () => {
+    const { key } = await newTenant();
+    const voiceId = await remoteVoice(key);
+    const id = await createTask(key, { contents: [{ text: 'tone 440 1', voiceId }] });
+    const task = await waitTask(key, id, ['generated']);
+    const oldAudio = String(task.metadata.audio);
+    // Node B remembers the finished task; the load balancer keeps a copy of its audio.
+    assert.equal((await fetch(on(nodeB, oldAudio))).status, 200);
+    assert.equal((await fetch(oldAudio)).status, 200);
+    const rotated = await api<{ data: TaskView }>(nodeA.url, `/api/tts/generate/${id}/rotate-token`, {
+      method: 'POST',
+      key,
+    });
+    assert.equal(rotated.status, 200, JSON.stringify(rotated.body));
+    const rotatedAt = Date.now();
+    const newAudio = String(rotated.body.data.metadata.audio);
+    assert.notEqual(newAudio, oldAudio);
+
+    // Node B hears the announcement (or its 500 ms memory ends): the old token is refused there.
+    let status = 0;
+    do status = (await fetch(on(nodeB, oldAudio))).status;
+    while (status !== 403 && Date.now() < rotatedAt + 1000);
+    assert.equal(status, 403);
+    const oldStream = await fetch(on(nodeB, String(task.streamUrl)), { redirect: 'manual' });
+    assert.equal(oldStream.status, 403);
+    assert.equal((await fetch(on(nodeB, newAudio))).status, 200);
+
+    // The load balancer's copy of the old URL lasts at most its 10 s, then a node refuses it.
+    for (;;) {
+      status = (await fetch(oldAudio)).status;
+      if (status === 403 || Date.now() > rotatedAt + 15_000) break;
+      await sleep(250);
+    }
+    assert.equal(status, 403);
+    assert.ok(Date.now() - rotatedAt < 12_000, `the old URL was served ${String(Date.now() - rotatedAt)} ms`);
+    assert.equal((await fetch(newAudio)).status, 200);
+  });
+
   it('answers one-shot direct MP3 on either node, whichever node synthesises it', async () => {
     const { key } = await newTenant();
     const voiceId = await remoteVoice(key);

@@ -114,6 +114,8 @@ const envSchema = z.object({
   ACCOUNT_MAX_SPLITTER_BYTES: intFrom(0, Number.MAX_SAFE_INTEGER).default(16 * 1024 ** 2),
   ACCOUNT_MAX_VOICES: intFrom(0, Number.MAX_SAFE_INTEGER).default(1000),
   ACCOUNT_MAX_UPLOAD_BYTES: intFrom(0, Number.MAX_SAFE_INTEGER).default(2 * 1024 ** 3),
+  /** Bytes of stored task audio per account: at or past it, new tasks are refused. */
+  ACCOUNT_MAX_TASK_BYTES: intFrom(0, Number.MAX_SAFE_INTEGER).default(10 * 1024 ** 3),
   /** One-shot synthesis answers 503 NO_WORKER_AVAILABLE when its task has not started within this. */
   ONE_SHOT_START_TIMEOUT_MS: intFrom(100, 3_600_000).default(30_000),
   SYNTHESIS_THREADS: intFrom(1, 64).optional(),
@@ -228,7 +230,13 @@ export interface AppConfig {
   /** Per-account quotas (issue 11 finding 3); 0 = unlimited. */
   accountQuotas: { maxQueuedTasks: number; maxConcurrentTasks: number; dailyCharacters: number };
   /** What one account may keep stored (ACCOUNT_MAX_SPLITTERS, …; storage/storage-limits.ts); 0 = unlimited. */
-  storageLimits: { splitters: number; splitterBytes: number; voices: number; uploadBytes: number };
+  storageLimits: {
+    splitters: number;
+    splitterBytes: number;
+    voices: number;
+    uploadBytes: number;
+    taskBytes: number;
+  };
   /** How long one-shot synthesis waits for its task to start before answering 503. */
   oneShotStartTimeoutMs: number;
   synthesisThreads: number | undefined;
@@ -359,6 +367,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       splitterBytes: e.ACCOUNT_MAX_SPLITTER_BYTES,
       voices: e.ACCOUNT_MAX_VOICES,
       uploadBytes: e.ACCOUNT_MAX_UPLOAD_BYTES,
+      taskBytes: e.ACCOUNT_MAX_TASK_BYTES,
     },
     oneShotStartTimeoutMs: e.ONE_SHOT_START_TIMEOUT_MS,
     synthesisThreads: e.SYNTHESIS_THREADS,

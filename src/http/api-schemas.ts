@@ -476,6 +476,7 @@ export const taskSchemas = {
       'VOICE_NOT_FOUND',
       'SPLITTER_NOT_FOUND',
       'TTS_SPLITTER_METADATA_INVALID',
+      'BILLING_QUOTA_EXCEEDED',
     ],
   }),
   list: route({
@@ -502,6 +503,18 @@ export const taskSchemas = {
     summary: 'Cancel a task',
     description:
       'Our extension: stops a pending or processing task (it ends `failed`, "cancelled"); a finished one is answered as it is.',
+    tags: ['tasks'],
+    access: 'apiKey',
+    params: taskParams,
+    ok: envelope(taskDetailSchema),
+    errors: ['GENERATE_NOT_FOUND'],
+  }),
+  rotateToken: route({
+    summary: "Rotate a task's stream token",
+    description:
+      'Our extension: gives the task a new `auth` token and answers the task with its new `streamUrl` and audio URLs. ' +
+      'The old URLs then answer 403 AUTH_FORBIDDEN on every node (a load balancer that keeps finished audio may answer ' +
+      'them from its copy for up to 10 s more); streams already being read with the old token go on until their readers leave.',
     tags: ['tasks'],
     access: 'apiKey',
     params: taskParams,
@@ -654,6 +667,7 @@ const oneShotErrors: ErrorCode[] = [
   'VOICE_NOT_FOUND',
   'NO_WORKER_AVAILABLE',
   'TTS_GENERATE_FAILED',
+  'BILLING_QUOTA_EXCEEDED',
 ];
 
 const oneShotHeaders =
@@ -731,6 +745,9 @@ const accountInfoSchema = z.object({
     splitterBytes: z.int().describe('UTF-8 bytes of the saved splitter configurations together'),
     voices: z.int(),
     uploadBytes: z.int().describe('Bytes of the uploaded voice samples together'),
+    taskBytes: z
+      .int()
+      .describe('Bytes of the stored audio of its tasks together (merged and per-content MP3s)'),
   }),
   limits: z
     .object({
@@ -738,9 +755,11 @@ const accountInfoSchema = z.object({
       splitterBytes: nullableCount,
       voices: nullableCount,
       uploadBytes: nullableCount,
+      taskBytes: nullableCount,
     })
     .describe(
-      'What the account may keep stored (null = unlimited); a write past one answers 403 BILLING_QUOTA_EXCEEDED',
+      'What the account may keep stored (null = unlimited); a write past one answers 403 BILLING_QUOTA_EXCEEDED ' +
+        '(`taskBytes`: new tasks are refused once the stored task audio has reached it)',
     ),
 });
 

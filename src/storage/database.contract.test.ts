@@ -129,6 +129,7 @@ function taskRow(accountId: string, createdAt: Date, values: Partial<TaskRow> = 
     updated_at: createdAt,
     generated_at: null,
     cancel_reason: null,
+    audio_bytes: '0',
     ...values,
   };
 }
@@ -563,7 +564,7 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
     test('splitters: concurrent saves never pass the account limits together', async () => {
       const splitters = new SplitterStore(handle.db);
       const accountId = await newAccountId();
-      const limits = { splitters: 5, splitterBytes: 1000, voices: 0, uploadBytes: 0 };
+      const limits = { splitters: 5, splitterBytes: 1000, voices: 0, uploadBytes: 0, taskBytes: 0 };
       const row = (config: string) => ({
         id: randomUUID(),
         account_id: accountId,

@@ -75,6 +75,8 @@ export interface TasksTable {
   worker_url: string | null;
   /** Blob key of the merged finished audio, once stored. */
   audio_key: string | null;
+  /** Bytes of the merged audio stored (0: none, the one piece's audio, or stored before sizes were kept). */
+  audio_bytes: ColumnType<string, string | number | undefined, string | number>;
   duration_seconds: number | null;
   created_at: Timestamp;
   updated_at: Timestamp;
@@ -96,6 +98,8 @@ export interface TaskContentsTable {
   /** Canonical PCM samples produced, once generated. */
   samples: ColumnType<string | null, number | null, number | null>;
   audio_key: string | null;
+  /** Bytes of the piece's stored MP3 (0: none yet, or stored before sizes were kept). */
+  audio_bytes: ColumnType<string, string | number | undefined, string | number>;
   generated_at: Timestamp | null;
 }
 

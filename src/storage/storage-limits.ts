@@ -1,7 +1,9 @@
 /**
- * What one account may keep stored: splitter configurations (count and bytes), voices and the bytes
- * of their uploaded samples. A request that would go past a limit is refused with 403
- * BILLING_QUOTA_EXCEEDED (the hosted API's code for a spent allowance) before anything is written.
+ * What one account may keep stored: splitter configurations (count and bytes), voices, the bytes
+ * of their uploaded samples and of its tasks' audio. A request that would go past a limit is
+ * refused with 403 BILLING_QUOTA_EXCEEDED (the hosted API's code for a spent allowance) before
+ * anything is written. Task audio is generated after the task is accepted, so its limit refuses
+ * new tasks once what is stored has reached it: a task accepted below it may pass it by its own size.
  */
 import { AppError } from '../errors/app-error.js';
 
@@ -14,9 +16,17 @@ export interface StorageLimits {
   voices: number;
   /** Bytes of every uploaded voice sample (professional-cloning archives) together. */
   uploadBytes: number;
+  /** Bytes of the stored audio of every task (merged and piece MP3s) together. */
+  taskBytes: number;
 }
 
-export const UNLIMITED_STORAGE: StorageLimits = { splitters: 0, splitterBytes: 0, voices: 0, uploadBytes: 0 };
+export const UNLIMITED_STORAGE: StorageLimits = {
+  splitters: 0,
+  splitterBytes: 0,
+  voices: 0,
+  uploadBytes: 0,
+  taskBytes: 0,
+};
 
 /** What an account stores, in the units of StorageLimits. */
 export type StorageUsage = Record<keyof StorageLimits, number>;
@@ -50,11 +60,18 @@ const UNITS: Record<keyof StorageLimits, string> = {
   splitterBytes: 'bytes of splitter configurations',
   voices: 'voices',
   uploadBytes: 'bytes of uploaded voice samples',
+  taskBytes: 'bytes of stored task audio',
 };
 
 /** 403 BILLING_QUOTA_EXCEEDED naming the limit, what is used of it and what the request would add. */
 export function storageLimitExceeded(refusal: StorageRefusal): AppError {
   const unit = UNITS[refusal.limit];
+  if (refusal.limit === 'taskBytes')
+    return new AppError(
+      'BILLING_QUOTA_EXCEEDED',
+      `storage limit reached: the account stores ${refusal.used} ${unit}, at most ${refusal.max}; ` +
+        'no new task is accepted until some tasks are deleted',
+    );
   return new AppError(
     'BILLING_QUOTA_EXCEEDED',
     `storage limit reached: the account has ${refusal.used} of at most ${refusal.max} ${unit} ` +
@@ -70,5 +87,6 @@ export function reportedLimits(limits: StorageLimits): Record<keyof StorageLimit
     splitterBytes: shown(limits.splitterBytes),
     voices: shown(limits.voices),
     uploadBytes: shown(limits.uploadBytes),
+    taskBytes: shown(limits.taskBytes),
   };
 }

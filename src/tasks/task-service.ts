@@ -11,6 +11,7 @@ import { TtlCache } from '../common/ttl-cache.js';
 import { AppError, errors } from '../errors/app-error.js';
 import { parseInput } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
+import { storageLimitExceeded } from '../storage/storage-limits.js';
 import type { TaskContentRow, TaskRow, TaskStatus } from '../storage/schema.js';
 import type { TaskVoice, VoiceService } from '../voices/voice-service.js';
 import type { PieceParams, SplitterLookup } from './requests/generate-request.js';
@@ -24,7 +25,7 @@ import {
   CANCELLED_BY_CLIENT,
   utcDay,
   type AccountQuotas,
-  type Admission,
+  type QuotaRefusal,
   type TaskStore,
   type ListedPieceRow,
   type TaskSummaryRow,
@@ -150,10 +151,16 @@ export const taskListQuerySchema = pageSchema.extend({
 export interface TaskServiceOptions {
   /**
    * How long a node remembers a finished task's stream view, auth token and audio keys
-   * (AUTH_CACHE_MS); 0 = look up every time. A task deleted through this node is forgotten at
-   * once; one deleted on another node within this time (its blobs are gone: its audio reads 404).
+   * (AUTH_CACHE_MS); 0 = look up every time. A task deleted or given a new stream token is
+   * forgotten at once on every node that hears the announcement, else within this time (a deleted
+   * task's blobs are gone meanwhile: its audio reads 404).
    */
   finishedCacheMs?: number;
+  /**
+   * Bytes of task audio an account may store (ACCOUNT_MAX_TASK_BYTES); 0 = unlimited. A new task
+   * is refused once what is stored has reached it.
+   */
+  maxTaskBytes?: number;
 }
 
 /** Finished tasks a node remembers at once (each up to a few tens of KiB with 200 pieces). */
@@ -182,9 +189,19 @@ export class TaskService implements StreamTaskLookup {
     private readonly quotas: AccountQuotas,
     /** Announces cancellations to the node generating the task and to waiting readers. */
     private readonly events: TaskEvents,
-    options: TaskServiceOptions = {},
+    private readonly options: TaskServiceOptions = {},
   ) {
     this.finished = new TtlCache(options.finishedCacheMs ?? 0, FINISHED_CACHE_ENTRIES);
+    // A task deleted or given a new token on another node is forgotten here too (best effort: an
+    // announcement missed in a lapse of the bus is covered by forgetting everything, and at worst
+    // by the cache's own time).
+    // The bus is the node's own and closes with it: this listener needs no unsubscribing.
+    events.onAnnouncement((taskId, kind) => {
+      if (taskId === null) {
+        this.finished.clear();
+        this.lookingUp.clear();
+      } else if (kind === 'deleted' || kind === 'token') this.forget(taskId);
+    });
   }
 
   /**
@@ -223,7 +240,7 @@ export class TaskService implements StreamTaskLookup {
       account_id: accountId,
       status: 'pending',
       type: request.type,
-      auth_token: randomBytes(16).toString('hex'),
+      auth_token: newStreamToken(),
       request: JSON.stringify(request.echo),
       characters,
       error: null,
@@ -231,6 +248,7 @@ export class TaskService implements StreamTaskLookup {
       lease_token: null,
       worker_url: null,
       audio_key: null,
+      audio_bytes: '0',
       duration_seconds: null,
       created_at: now,
       updated_at: now,
@@ -247,10 +265,19 @@ export class TaskService implements StreamTaskLookup {
       status: 'pending' as const,
       samples: null,
       audio_key: null,
+      audio_bytes: '0',
       generated_at: null,
     }));
-    const admission = await this.store.insert({ task, pieces }, this.quotas, utcDay(now));
-    if (!admission.admitted) throw quotaExceeded(admission, characters, now);
+    const admission = await this.store.insert(
+      { task, pieces },
+      this.quotas,
+      utcDay(now),
+      this.options.maxTaskBytes ?? 0,
+    );
+    if (!admission.admitted)
+      throw 'storage' in admission
+        ? storageLimitExceeded(admission.storage)
+        : quotaExceeded(admission, characters, now);
     await this.queue.enqueue({ taskId: id, accountId, position: admission.position, characters });
     // The rows just stored (a worker may already be changing them: the answer shows them as created).
     return this.detailView(accountId, task, pieces, false, spoken.voices);
@@ -289,12 +316,17 @@ export class TaskService implements StreamTaskLookup {
     return this.get(accountId, id);
   }
 
-  /** The account's quotas and its current use of them. */
+  /** Bytes of task audio the account stores (account info's `usage.taskBytes`). */
+  async storedAudioBytes(accountId: string): Promise<number> {
+    return this.store.storedAudioBytes(accountId);
+  }
+
   /** Pending tasks of the accounts with the most of them, at most `limit` accounts (metrics). */
   async queueDepthByAccount(limit: number): Promise<{ accountId: string; pending: number }[]> {
     return this.store.pendingByAccount(limit);
   }
 
+  /** The account's quotas and its current use of them. */
   async quotaReport(accountId: string, now = new Date()): Promise<AccountQuotaReport> {
     const usage = await this.store.accountUsage(accountId, utcDay(now));
     const { maxQueuedTasks, maxConcurrentTasks, dailyCharacters } = this.quotas;
@@ -377,11 +409,36 @@ export class TaskService implements StreamTaskLookup {
     }
     if (!(await this.store.deleteFinished(accountId, id)))
       throw errors.notFound('GENERATE_NOT_FOUND', `task ${id}`);
-    this.finished.delete(id);
+    this.forget(id);
     // Every node ends its live sessions of the task (their readers would go on hearing it).
     this.events.changed(id, 'deleted');
     await this.blobs.deletePrefix(`tasks/${id}/`);
     await this.pieceAudio.deleteTask(id);
+  }
+
+  /**
+   * Gives a task of the account a new stream token (our extension,
+   * `POST /api/tts/generate/{id}/rotate-token`) and answers the task with its new URLs. From then
+   * on the old token opens and reads nothing on any node: this node forgets its remembered view at
+   * once and the announcement makes every other node forget theirs. Sessions a reader opened with
+   * the old token are not cut: they were authorised when they opened and end with their readers.
+   * Any status; another account's task → 404.
+   */
+  async rotateToken(accountId: string, id: string): Promise<TaskDetailView> {
+    if (!(await this.store.setAuthToken(accountId, id, newStreamToken())))
+      throw errors.notFound('GENERATE_NOT_FOUND', `task ${id}`);
+    this.forget(id);
+    this.events.changed(id, 'token');
+    return this.get(accountId, id, { stream: 'true' });
+  }
+
+  /**
+   * Drops what this node remembers of a task, so its next lookup reads the database: a lookup in
+   * flight may have read the row before the change, so later requests do not share it either.
+   */
+  private forget(taskId: string): void {
+    this.finished.delete(taskId);
+    this.lookingUp.delete(taskId);
   }
 
   async exists(taskId: string): Promise<boolean> {
@@ -396,11 +453,24 @@ export class TaskService implements StreamTaskLookup {
   private lookUp(taskId: string): Promise<FinishedTask> {
     const remembered = this.finished.get(taskId);
     if (remembered !== undefined) return Promise.resolve(remembered);
-    let lookup = this.lookingUp.get(taskId);
-    if (lookup === undefined) {
-      lookup = this.readStreamRows(taskId).finally(() => this.lookingUp.delete(taskId));
-      this.lookingUp.set(taskId, lookup);
-    }
+    const shared = this.lookingUp.get(taskId);
+    if (shared !== undefined) return shared;
+    // Remembered only if the task was not forgotten meanwhile (deleted or given a new token while
+    // the rows were read): an older read must not bring the old token back for AUTH_CACHE_MS.
+    const lookup: Promise<FinishedTask> = this.readStreamRows(taskId).then(
+      (found) => {
+        const current = this.lookingUp.get(taskId) === lookup;
+        if (current && (found.view.status === 'generated' || found.view.status === 'failed'))
+          this.finished.set(taskId, found);
+        if (current) this.lookingUp.delete(taskId);
+        return found;
+      },
+      (err: unknown) => {
+        if (this.lookingUp.get(taskId) === lookup) this.lookingUp.delete(taskId);
+        throw err;
+      },
+    );
+    this.lookingUp.set(taskId, lookup);
     return lookup;
   }
 
@@ -429,7 +499,6 @@ export class TaskService implements StreamTaskLookup {
       audioKey: task.audio_key,
       pieceKeys: new Map(pieces.map((p) => [p.idx, p.audio_key])),
     };
-    if (task.status === 'generated' || task.status === 'failed') this.finished.set(taskId, found);
     return found;
   }
 
@@ -577,17 +646,18 @@ export class TaskService implements StreamTaskLookup {
   }
 }
 
+/** A task's stream token: 128 random bits, hex (the `auth` query parameter of its URLs). */
+function newStreamToken(): string {
+  return randomBytes(16).toString('hex');
+}
+
 /** The start of the next UTC day after `now`. */
 function nextUtcMidnight(now: Date): Date {
   return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1));
 }
 
 /** 429 RATE_LIMIT_EXCEEDED naming the quota that refused a new task, with Retry-After. */
-function quotaExceeded(
-  refusal: Extract<Admission, { admitted: false }>,
-  characters: number,
-  now: Date,
-): AppError {
+function quotaExceeded(refusal: QuotaRefusal, characters: number, now: Date): AppError {
   if (refusal.quota === 'queuedTasks') {
     return new AppError(
       'RATE_LIMIT_EXCEEDED',

@@ -5,6 +5,7 @@
  */
 import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Updateable } from 'kysely';
 import { lockAccount } from '../storage/account-lock.js';
+import type { StorageRefusal } from '../storage/storage-limits.js';
 import { fetchPage } from '../storage/paging.js';
 import type {
   Database,
@@ -81,9 +82,19 @@ export const UNLIMITED_QUOTAS: AccountQuotas = {
 };
 
 /** Whether a new task was admitted, and if not which quota refused it. */
+/** A new task refused by a quota of the account's tasks (429: waiting helps). */
+export interface QuotaRefusal {
+  admitted: false;
+  quota: 'queuedTasks' | 'dailyCharacters';
+  limit: number;
+  used: number;
+}
+
 export type Admission =
   | { admitted: true; /** Its 1-based position among the account's unfinished tasks. */ position: number }
-  | { admitted: false; quota: 'queuedTasks' | 'dailyCharacters'; limit: number; used: number };
+  | QuotaRefusal
+  /** Refused because the account's stored task audio is at its limit (403: deleting helps). */
+  | { admitted: false; storage: StorageRefusal };
 
 /** The account concurrency limit a claim enforces: at most `maxConcurrent` (0 = no limit) tasks larger than `countAbove` characters. */
 export interface ClaimLimit {
@@ -128,16 +139,23 @@ export class TaskStore {
     { task, pieces }: NewTask,
     quotas: AccountQuotas = UNLIMITED_QUOTAS,
     day: string = utcDay(new Date()),
+    /** Bytes of task audio the account may store (0 = unlimited): at or past it, no new task. */
+    maxTaskBytes = 0,
   ): Promise<Admission> {
     const accountId = task.account_id;
-    if (quotas.maxQueuedTasks > 0 || quotas.dailyCharacters > 0) {
-      const early = quotaRefusal(await usageInOneRead(this.db, accountId, day), task.characters, quotas);
+    if (quotas.maxQueuedTasks > 0 || quotas.dailyCharacters > 0 || maxTaskBytes > 0) {
+      const early = admissionRefusal(
+        await usageInOneRead(this.db, accountId, day, maxTaskBytes > 0),
+        task.characters,
+        quotas,
+        maxTaskBytes,
+      );
       if (early !== undefined) return early;
     }
     return this.db.transaction().execute(async (trx): Promise<Admission> => {
       await lockAccount(trx, accountId);
-      const usage = await usageInOneRead(trx, accountId, day);
-      const refused = quotaRefusal(usage, task.characters, quotas);
+      const usage = await usageInOneRead(trx, accountId, day, maxTaskBytes > 0);
+      const refused = admissionRefusal(usage, task.characters, quotas, maxTaskBytes);
       if (refused !== undefined) return refused;
       // The task, its pieces and the day's characters in one statement (one round trip).
       const usageRow = { account_id: accountId, day, characters: task.characters };
@@ -163,6 +181,11 @@ export class TaskStore {
   /** An account's pending and processing tasks and the characters it had accepted on `day`. */
   async accountUsage(accountId: string, day: string = utcDay(new Date())): Promise<AccountUsage> {
     return usageInOneRead(this.db, accountId, day);
+  }
+
+  /** Bytes of task audio (merged and piece MP3s) the account stores. */
+  async storedAudioBytes(accountId: string): Promise<number> {
+    return Number((await usageInOneRead(this.db, accountId, utcDay(new Date()), true)).taskBytes);
   }
 
   /**
@@ -330,6 +353,17 @@ export class TaskStore {
     return row !== undefined;
   }
 
+  /** Gives an account's task a new stream token; false when the account has no such task. */
+  async setAuthToken(accountId: string, id: string, token: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable('tasks')
+      .set({ auth_token: token })
+      .where('id', '=', id)
+      .where('account_id', '=', accountId)
+      .executeTakeFirst();
+    return result.numUpdatedRows > 0n;
+  }
+
   /** Deletes a finished task (not pending/processing); false when there was no such deletable row. */
   async deleteFinished(accountId: string, id: string): Promise<boolean> {
     const result = await this.db
@@ -456,20 +490,58 @@ export class TaskStore {
     await this.updateHeldPiece(taskId, idx, token, { status });
   }
 
-  /** Fenced: a finished piece, while `token` still holds the task. */
+  /**
+   * Fenced: a finished piece whose MP3 of `bytes` is stored, while `token` still holds the task. One
+   * statement: the piece is updated and its bytes replace those of an earlier store of the same
+   * piece (a delivery after a node died stores it again under the same key) in the task's total.
+   */
   async pieceGenerated(
     taskId: string,
     idx: number,
     samples: number,
     audioKey: string,
     token: string,
+    bytes = 0,
   ): Promise<void> {
-    await this.updateHeldPiece(taskId, idx, token, {
-      status: 'generated',
-      samples,
-      audio_key: audioKey,
-      generated_at: new Date(),
-    });
+    const result = await this.db
+      .with('held', (db) =>
+        db
+          .selectFrom('tasks')
+          .select('id')
+          .where('id', '=', taskId)
+          .where('lease_token', '=', token)
+          .forUpdate(),
+      )
+      // Every CTE sees the rows as they were before the statement: this is the earlier store's size.
+      .with('earlier', (db) =>
+        db
+          .selectFrom('task_contents')
+          .select('audio_bytes')
+          .where('task_id', '=', taskId)
+          .where('idx', '=', idx),
+      )
+      .with('piece', (db) =>
+        db
+          .updateTable('task_contents')
+          .set({
+            status: 'generated',
+            samples,
+            audio_key: audioKey,
+            audio_bytes: bytes,
+            generated_at: new Date(),
+          })
+          .where('task_id', 'in', (eb) => eb.selectFrom('held').select('held.id'))
+          .where('idx', '=', idx)
+          .returning('task_id'),
+      )
+      .updateTable('tasks')
+      .set({
+        audio_bytes: sql<string>`audio_bytes + ${bytes} - coalesce((select audio_bytes from earlier), 0)`,
+      })
+      .where('id', 'in', (eb) => eb.selectFrom('piece').select('piece.task_id'))
+      .executeTakeFirst();
+    // Every piece exists while its task does: no row means the task is no longer held by `token`.
+    if (result.numUpdatedRows === 0n) throw new LeaseLostError(taskId, 'it was claimed by another delivery');
   }
 
   /**
@@ -528,6 +600,8 @@ export class TaskStore {
     audioKey: string,
     durationSeconds: number,
     token: string,
+    /** Bytes of the merged audio stored for it (0 when it is its one piece's audio, already counted). */
+    mergedBytes = 0,
   ): Promise<void> {
     const now = new Date();
     const result = await this.db
@@ -535,6 +609,7 @@ export class TaskStore {
       .set({
         status: 'generated',
         audio_key: audioKey,
+        audio_bytes: sql<string>`audio_bytes + ${mergedBytes}`,
         duration_seconds: durationSeconds,
         generated_at: now,
         updated_at: now,
@@ -574,12 +649,28 @@ export class TaskStore {
 }
 
 /** Locks an account's row: admissions and claims of one account wait for each other, on every node. */
+/**
+ * The refusal of a new task, if any: stored task audio at or past `maxTaskBytes` first (the size of
+ * audio not generated yet is unknown, so what is stored decides), then the quotas.
+ */
+function admissionRefusal(
+  usage: AccountUsage & { taskBytes?: number },
+  characters: number,
+  quotas: AccountQuotas,
+  maxTaskBytes: number,
+): Exclude<Admission, { admitted: true }> | undefined {
+  const stored = usage.taskBytes ?? 0;
+  if (maxTaskBytes > 0 && stored >= maxTaskBytes)
+    return { admitted: false, storage: { limit: 'taskBytes', max: maxTaskBytes, used: stored, adding: 0 } };
+  return quotaRefusal(usage, characters, quotas);
+}
+
 /** The refusal of a new task of `characters` characters by `quotas` given the account's `usage`, if any (queued tasks first). */
 function quotaRefusal(
   { pendingTasks, processingTasks, charactersToday }: AccountUsage,
   characters: number,
   quotas: AccountQuotas,
-): Extract<Admission, { admitted: false }> | undefined {
+): QuotaRefusal | undefined {
   const unfinished = pendingTasks + processingTasks;
   if (quotas.maxQueuedTasks > 0 && unfinished >= quotas.maxQueuedTasks)
     return { admitted: false, quota: 'queuedTasks', limit: quotas.maxQueuedTasks, used: unfinished };
@@ -593,8 +684,16 @@ function quotaRefusal(
   return undefined;
 }
 
-/** An account's AccountUsage in one statement (one round trip), in `db` or a transaction of it. */
-async function usageInOneRead(db: Kysely<Database>, accountId: string, day: string): Promise<AccountUsage> {
+/**
+ * An account's AccountUsage in one statement (one round trip), in `db` or a transaction of it;
+ * with `withBytes`, also the bytes of task audio it stores.
+ */
+async function usageInOneRead(
+  db: Kysely<Database>,
+  accountId: string,
+  day: string,
+  withBytes = false,
+): Promise<AccountUsage & { taskBytes?: number }> {
   const tasksIn = (status: TaskStatus) =>
     db
       .selectFrom('tasks')
@@ -611,12 +710,20 @@ async function usageInOneRead(db: Kysely<Database>, accountId: string, day: stri
         .where('account_id', '=', accountId)
         .where('day', '=', day)
         .as('characters_today'),
+      (withBytes
+        ? eb
+            .selectFrom('tasks')
+            .select(sql<string>`coalesce(sum(audio_bytes), 0)`.as('b'))
+            .where('account_id', '=', accountId)
+        : sql<string>`0`
+      ).as('task_bytes'),
     ])
     .executeTakeFirstOrThrow();
   return {
     pendingTasks: Number(row.pending ?? 0),
     processingTasks: Number(row.processing ?? 0),
     charactersToday: Number(row.characters_today ?? 0),
+    ...(withBytes && { taskBytes: Number(row.task_bytes ?? 0) }),
   };
 }
 

@@ -1,6 +1,7 @@
 /**
- * Generation task routes (decisions §4): create, detail, list, delete, and our extension
- * `POST /api/tts/generate/{id}/cancel` (issue 11 finding 3). Bearer-protected.
+ * Generation task routes (decisions §4): create, detail, list, delete, and our extensions
+ * `POST /api/tts/generate/{id}/cancel` and `POST /api/tts/generate/{id}/rotate-token`.
+ * Bearer-protected.
  */
 import type { FastifyInstance } from 'fastify';
 import type { SplitterService } from '../../splitter/splitter-service.js';
@@ -48,6 +49,13 @@ export function taskRoutes(tasks: TaskService, splitters: SplitterService) {
       '/api/tts/generate/:id/cancel',
       { schema: taskSchemas.cancel },
       async (request) => ok(await tasks.cancel(accountOf(request).id, request.params.id)),
+    );
+
+    // Gives the task a new stream token; answers the task with its new stream and audio URLs.
+    app.post<{ Params: IdParams }>(
+      '/api/tts/generate/:id/rotate-token',
+      { schema: taskSchemas.rotateToken },
+      async (request) => ok(await tasks.rotateToken(accountOf(request).id, request.params.id)),
     );
 
     app.delete<{ Params: IdParams }>(

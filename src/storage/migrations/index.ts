@@ -6,6 +6,7 @@ import * as taskLeases from './0003-task-leases.js';
 import * as accountQuotas from './0004-account-quotas.js';
 import * as storageLimits from './0005-storage-limits.js';
 import * as clusterSettings from './0006-cluster-settings.js';
+import * as taskAudioBytes from './0007-task-audio-bytes.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-foundation': foundation,
@@ -14,4 +15,5 @@ export const migrations: Record<string, Migration> = {
   '0004-account-quotas': accountQuotas,
   '0005-storage-limits': storageLimits,
   '0006-cluster-settings': clusterSettings,
+  '0007-task-audio-bytes': taskAudioBytes,
 };

@@ -231,6 +231,32 @@ for (const adapter of adapters) {
       assert.equal(bus.node.waiterCount('task-d'), 0);
     });
 
+    void test('onAnnouncement hears every non-progress announcement of any task, from any node, until unsubscribed', async () => {
+      const peer = await bus.peer();
+      const heard: [string | null, string | null][] = [];
+      const stop = bus.node.onAnnouncement((taskId, kind) => heard.push([taskId, kind]));
+      const waitFor = async (count: number) => {
+        const end = Date.now() + 5_000;
+        while (heard.length < count && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
+      };
+      bus.node.changed('task-own', 'token');
+      peer.changed('task-a', 'progress');
+      peer.changed('task-b', 'token');
+      peer.changed('task-c', 'deleted');
+      await waitFor(3);
+      // Progress is no announcement: a marker after it shows it was delivered and not heard.
+      assert.deepEqual(heard, [
+        ['task-own', 'token'],
+        ['task-b', 'token'],
+        ['task-c', 'deleted'],
+      ]);
+      stop();
+      const marker = bus.node.nextChange('task-after', deadline());
+      peer.changed('task-after', 'token');
+      await marker;
+      assert.equal(heard.length, 3, 'nothing is heard once unsubscribed');
+    });
+
     void test('changed() with no waiters anywhere is a no-op', async () => {
       bus.node.changed('nobody-waits');
       const peer = await bus.peer();
@@ -256,6 +282,8 @@ void describe('RedisTaskEvents after its subscriber reconnects', () => {
     assert.ok(node !== undefined && peer !== undefined);
     try {
       const waiting = node.nextChange('task-1', deadline());
+      const lapses: [string | null, string | null][] = [];
+      node.onAnnouncement((taskId, kind) => lapses.push([taskId, kind]));
       // Kill this node's subscriber connection (found by its name); ioredis reconnects by itself.
       const clients = String(await admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub'));
       const ids = clients
@@ -266,8 +294,12 @@ void describe('RedisTaskEvents after its subscriber reconnects', () => {
       assert.equal(ids.length, 2);
       for (const id of ids) await admin.call('CLIENT', 'KILL', 'ID', id);
 
-      // Nothing changed, but a change might have been missed while disconnected: the waiter wakes.
+      // Nothing changed, but a change might have been missed while disconnected: the waiter wakes,
+      // and announcement listeners hear that anything may have changed (null).
       await waiting;
+      const end = Date.now() + 5_000;
+      while (lapses.length === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
+      assert.deepEqual(lapses[0], [null, null]);
 
       const again = node.nextChange('task-1', deadline());
       peer.changed('task-1');

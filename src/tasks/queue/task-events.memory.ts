@@ -14,12 +14,31 @@ export class MemoryTaskEvents implements TaskEvents {
   changed(taskId: string, kind: TaskChangeKind = 'progress'): void {
     // Event names are prefixed: a task id spelled "error" must not make emit() throw.
     this.emitter.emit(eventName(taskId));
-    if (kind !== 'progress') this.emitter.emit(eventName(taskId, kind));
+    if (kind !== 'progress') {
+      this.emitter.emit(eventName(taskId, kind));
+      this.emitter.emit(ANNOUNCEMENTS, taskId, kind);
+    }
   }
 
   /** Wakes every waiter of every task: after a lapse in which changes may have been missed. */
   wakeAll(): void {
-    for (const name of this.emitter.eventNames()) this.emitter.emit(name);
+    for (const name of this.emitter.eventNames()) {
+      if (name === ANNOUNCEMENTS) this.emitter.emit(ANNOUNCEMENTS, null, null);
+      else this.emitter.emit(name);
+    }
+  }
+
+  onAnnouncement(listener: (taskId: string | null, kind: TaskChangeFilter | null) => void): () => void {
+    // A listener's failure must not stop the announcement reaching the others (changed() never throws).
+    const safe = (taskId: string | null, kind: TaskChangeFilter | null) => {
+      try {
+        listener(taskId, kind);
+      } catch {
+        // the listener's own concern
+      }
+    };
+    this.emitter.on(ANNOUNCEMENTS, safe);
+    return () => this.emitter.off(ANNOUNCEMENTS, safe);
   }
 
   nextChange(taskId: string, signal?: AbortSignal, options: { only?: TaskChangeFilter } = {}): Promise<void> {
@@ -45,10 +64,14 @@ export class MemoryTaskEvents implements TaskEvents {
     return (
       this.emitter.listenerCount(eventName(taskId)) +
       this.emitter.listenerCount(eventName(taskId, 'cancel')) +
-      this.emitter.listenerCount(eventName(taskId, 'deleted'))
+      this.emitter.listenerCount(eventName(taskId, 'deleted')) +
+      this.emitter.listenerCount(eventName(taskId, 'token'))
     );
   }
 }
+
+/** The emitter event of `onAnnouncement` listeners (no task id is spelled with a space). */
+const ANNOUNCEMENTS = 'every announcement';
 
 /** The emitter event of the waiters of every change of a task, or of one kind of change only. */
 function eventName(taskId: string, only?: TaskChangeFilter): string {

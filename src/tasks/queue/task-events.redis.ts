@@ -2,7 +2,7 @@
  * Task events across nodes over Redis pub/sub (the scale-out adapter of `TaskEvents`).
  *
  * All nodes share ONE channel (`<prefix>task-events`, message = `<sender> <task id>`,
- * `<sender> cancel <task id>` or `<sender> deleted <task id>`). Each node keeps one subscriber connection on it from start-up and
+ * `<sender> <kind> <task id>` for a cancellation, deletion or new token). Each node keeps one subscriber connection on it from start-up and
  * dispatches messages to its local waiters, so `nextChange()` costs no round trip and is listening
  * from the moment it is called. `changed()` wakes this node's waiters at once and publishes for the
  * others; a node skips its own messages when they come back (each would wake its waiters twice).
@@ -17,10 +17,11 @@ import type { Redis } from 'ioredis';
 import { MemoryTaskEvents } from './task-events.memory.js';
 import type { TaskChangeFilter, TaskChangeKind, TaskEvents } from './task-events.js';
 
-/** A cancellation or deletion travels as `cancel <task id>` / `deleted <task id>` after the sender; progress as the bare task id. */
+/** A kind other than progress travels as `<kind> <task id>` after the sender (`cancel <id>`, …); progress as the bare task id. */
 const KIND_PREFIXES: ReadonlyArray<[TaskChangeFilter, string]> = [
   ['cancel', 'cancel '],
   ['deleted', 'deleted '],
+  ['token', 'token '],
 ];
 
 /** The sender and the change of a message; messages of nodes before senders were named have no sender. */
@@ -90,6 +91,10 @@ export class RedisTaskEvents implements TaskEvents {
 
   nextChange(taskId: string, signal?: AbortSignal, options?: { only?: TaskChangeFilter }): Promise<void> {
     return this.local.nextChange(taskId, signal, options);
+  }
+
+  onAnnouncement(listener: (taskId: string | null, kind: TaskChangeFilter | null) => void): () => void {
+    return this.local.onAnnouncement(listener);
   }
 
   /** Number of this node's waiters of `taskId` (tests check that aborted waits leave none behind). */

@@ -26,13 +26,21 @@ export interface TaskEvents {
    * after, so a change in between is never missed.
    */
   nextChange(taskId: string, signal?: AbortSignal, options?: { only?: TaskChangeFilter }): Promise<void>;
+  /**
+   * Calls `listener` with the task and kind of every announcement other than progress, of any task,
+   * this node's own included — or with `null` after a lapse in which announcements may have been
+   * missed (anything may have changed). For caches that must forget a task when it changes on any
+   * node. Returns the unsubscribe function.
+   */
+  onAnnouncement(listener: (taskId: string | null, kind: TaskChangeFilter | null) => void): () => void;
 }
 
 /**
  * What kind of change an announcement is: progress of the task (default), a cancellation request,
- * or the task's deletion (its live stream sessions end on every node).
+ * the task's deletion (its live stream sessions end on every node), or a new stream token (every
+ * node forgets the old one it may remember).
  */
-export type TaskChangeKind = 'progress' | 'cancel' | 'deleted';
+export type TaskChangeKind = 'progress' | 'cancel' | 'deleted' | 'token';
 
 /** The kinds a waiter may wait for alone (every announcement wakes the waiters of any change). */
 export type TaskChangeFilter = Exclude<TaskChangeKind, 'progress'>;

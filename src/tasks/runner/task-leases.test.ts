@@ -56,6 +56,7 @@ async function insertTask(
     updated_at: now,
     generated_at: null,
     cancel_reason: null,
+    audio_bytes: '0',
   };
   await new TaskStore(handle.db).insert({
     task,
@@ -176,6 +177,19 @@ for (const database of databases) {
         ['generated', 'k/audio.mp3', 1],
       );
       assert.deepEqual(await pieceOf(store, 'fenced-1'), { status: 'generated', samples: '100' });
+    });
+
+    void test("stored audio bytes: a piece stored again replaces its earlier size in the task's total", async () => {
+      await insertTask(handle, 'bytes-1', { status: 'pending' });
+      await store.claim('bytes-1', 'first', 'http://node-1.test');
+      await store.pieceGenerated('bytes-1', 0, 100, 'k/0.mp3', 'first', 1000);
+      // The node died; another delivery generates and stores the same piece again.
+      await store.claim('bytes-1', 'second', 'http://node-2.test');
+      await store.pieceGenerated('bytes-1', 0, 100, 'k/0.mp3', 'second', 1200);
+      assert.equal(Number((await store.get('bytes-1'))?.audio_bytes), 1200);
+      await assert.rejects(store.pieceGenerated('bytes-1', 0, 100, 'k/0.mp3', 'first', 5000), LeaseLostError);
+      await store.markGenerated('bytes-1', 'k/audio.mp3', 1, 'second', 3000);
+      assert.equal(Number((await store.get('bytes-1'))?.audio_bytes), 4200);
     });
 
     void test('unfinishedIds lists pending and processing tasks, oldest first', async () => {

@@ -305,7 +305,7 @@ export class TaskRunner {
     let current: number | undefined;
     // Stops the merged audio's encoding when the pieces' generation fails.
     const merging = new AbortController();
-    let merged: Promise<string | undefined> | undefined;
+    let merged: Promise<StoredMerged | undefined> | undefined;
     try {
       const pieces = await store.pieces(task.id);
       merged = (await this.startMergedAudio(task, pieces, AbortSignal.any([signal, merging.signal]))).stored;
@@ -334,9 +334,17 @@ export class TaskRunner {
       // task is complete, so a delete cannot race the merged write (orphan blob), and a stop in
       // between resumes the task instead of leaving it generated without metadata.audio.
       // No merged encode for a one-piece task in the canonical encoding: its piece's audio is it.
-      const mergedKey = (await merged) ?? generated[0]?.audioKey;
+      // Its bytes count once: a one-piece task's merged audio is its piece's, already counted.
+      const mergedAudio = await merged;
+      const mergedKey = mergedAudio?.key ?? generated[0]?.audioKey;
       if (mergedKey === null || mergedKey === undefined) throw new Error('the task has no merged audio');
-      await store.markGenerated(task.id, mergedKey, totalSamples / CANONICAL_RATE, token);
+      await store.markGenerated(
+        task.id,
+        mergedKey,
+        totalSamples / CANONICAL_RATE,
+        token,
+        mergedAudio?.bytes ?? 0,
+      );
       events.changed(task.id);
       log.info({ taskId: task.id, pieces: pieces.length }, 'task generated');
     } catch (err) {
@@ -496,8 +504,9 @@ export class TaskRunner {
       throw err;
     }
     const key = `tasks/${task.id}/contents/${piece.idx}.mp3`;
-    await blobs.put(key, pieceAudio.readCompleteMp3(task.id, piece.idx, signal), 'audio/mpeg');
-    await store.pieceGenerated(task.id, piece.idx, samples, key, token);
+    const stored = await blobs.put(key, pieceAudio.readCompleteMp3(task.id, piece.idx, signal), 'audio/mpeg');
+    // Its size counts against the account's stored task audio (ACCOUNT_MAX_TASK_BYTES).
+    await store.pieceGenerated(task.id, piece.idx, samples, key, token, stored.size);
     pieceAudio.pieceRecorded(task.id, piece.idx);
     return { samples, audioKey: key };
   }
@@ -508,7 +517,7 @@ export class TaskRunner {
    * contents is complete when its last piece is, not one whole encode later. Its bytes grow in the
    * task's merged MP3 file, which full-task streams on this node forward instead of encoding the
    * same audio again, and are stored atomically once complete. Resolves once that file is started
-   * (before the first piece); `stored` resolves with the key, or undefined for a task of one piece
+   * (before the first piece); `stored` resolves with the key and size, or undefined for a task of one piece
    * stored in the canonical encoding (not an engine's own MP3): its piece's audio is its merged
    * audio, the same bytes the encoder would make again (no silence follows the last piece).
    */
@@ -516,7 +525,7 @@ export class TaskRunner {
     task: TaskRow,
     pieces: TaskContentRow[],
     signal: AbortSignal,
-  ): Promise<{ stored: Promise<string | undefined> }> {
+  ): Promise<{ stored: Promise<StoredMerged | undefined> }> {
     const { pieceAudio, blobs, encoders } = this.deps;
     const [only, ...others] = pieces;
     if (
@@ -546,14 +555,24 @@ export class TaskRunner {
       }
       try {
         const key = `tasks/${task.id}/audio.mp3`;
-        await blobs.put(key, pieceAudio.readCompleteMergedMp3(task.id, signal), 'audio/mpeg');
-        return key;
+        const { size } = await blobs.put(
+          key,
+          pieceAudio.readCompleteMergedMp3(task.id, signal),
+          'audio/mpeg',
+        );
+        return { key, bytes: size };
       } finally {
         pieceAudio.mergedDone(task.id);
       }
     })();
     return { stored };
   }
+}
+
+/** A task's merged audio as stored: its key and size. */
+interface StoredMerged {
+  key: string;
+  bytes: number;
 }
 
 /** What generating a piece recorded: its samples, and its stored MP3's key. */
