@@ -1,4 +1,4 @@
-// The provider contract, run against every engine: the embedded espeak-ng, and the remote engine
+// The provider contract, run against every engine: the embedded espeak-ng and Flite, and the remote engine
 // against a local fake OpenAI-compatible server. A new provider adds its case to CASES.
 import assert from 'node:assert/strict';
 import { createServer, type ServerResponse } from 'node:http';
@@ -58,6 +58,22 @@ const CASES: ProviderCase[] = [
       { engine: 'espeak', voice: 'en-us+f3' },
     ],
     speak: { engine: 'espeak', voice: 'en-us' },
+  },
+  {
+    provider: 'flite',
+    options: () => ({ remoteEndpoints: {}, synthesisThreads: 1 }),
+    good: [
+      { engine: 'flite', voice: 'rms' },
+      { engine: 'flite', voice: 'slt' },
+      { engine: 'flite', voice: 'kal16' },
+    ],
+    bad: [
+      { engine: 'flite', voice: 'nosuch' },
+      // In the build, but it speaks only clock times: not offered.
+      { engine: 'flite', voice: 'awb_time' },
+      { engine: 'flite', voice: '../slt' },
+    ],
+    speak: { engine: 'flite', voice: 'slt' },
   },
   {
     provider: 'remote',

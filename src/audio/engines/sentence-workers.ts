@@ -100,10 +100,10 @@ export class SentenceWorkers {
    * Speaks `pieces` of `req.text` in order, each as the task `taskFor` makes of it, yielding each
    * piece's audio as it arrives with its marks on the call's timeline.
    */
-  async *speak<T extends SentenceTask>(
+  async *speak<T extends SentenceTask, P extends TextPiece = TextPiece>(
     req: SynthesisRequest,
-    pieces: readonly TextPiece[],
-    taskFor: (piece: TextPiece, index: number) => Omit<T, 'port'>,
+    pieces: readonly P[],
+    taskFor: (piece: P, index: number) => Omit<T, 'port'>,
     signal: AbortSignal,
   ): AsyncIterable<EngineAudio> {
     /**
