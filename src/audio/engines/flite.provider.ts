@@ -18,7 +18,6 @@ import {
 } from './engine.js';
 import type { FliteTask } from './flite-protocol.js';
 import {
-  languageMatches,
   primaryLanguage,
   type EngineInfo,
   type EngineProvider,
@@ -60,14 +59,14 @@ const VOICES: Readonly<Record<string, FliteVoiceInfo>> = {
     languages: ['en-us', 'en'],
     gender: 'male',
     sampleRate: 16_000,
-    quality: `${CLUSTERGEN}; the most intelligible Flite voice; ${LATENCY}`,
+    quality: `${CLUSTERGEN}; the most intelligible Flite voice, ≈ 3× kal16's first-audio time; ${LATENCY}`,
   },
   kal16: {
     name: 'Kal (US English, male, 16 kHz)',
     languages: ['en-us', 'en'],
     gender: 'male',
     sampleRate: 16_000,
-    quality: `${DIPHONE}; ${LATENCY}`,
+    quality: `${DIPHONE}; the default English voice: nearly as intelligible as rms, first audio fastest; ${LATENCY}`,
   },
   slt: {
     name: 'SLT (US English, female)',
@@ -92,14 +91,30 @@ const VOICES: Readonly<Record<string, FliteVoiceInfo>> = {
   },
 };
 
-/** The voice of a new English voice: the most intelligible one. */
-export const FLITE_DEFAULT_VOICE = 'rms';
+/**
+ * The voice of a new English voice: the most intelligible one that keeps a one-shot's first byte
+ * within 100 ms. rms is more intelligible but spends ≈ 3× kal16's CPU before its first sample
+ * (bench/voices-latency.bench.ts), which leaves no room for that target.
+ */
+export const FLITE_DEFAULT_VOICE = 'kal16';
 
 /**
- * Longest first piece of a call: Flite takes about 1–2 ms of CPU per character before a piece's
- * first sample, so a long first sentence is cut at a clause (else a word) boundary near here.
+ * The first piece of a call: Flite takes 10–30 ms of CPU per second of speech before a piece's
+ * first sample, so the first sentence is cut at its first clause boundary (a comma, a semicolon,
+ * a colon: Flite pauses there anyway) at least FIRST_PIECE_MIN characters in, else cut near
+ * FIRST_PIECE_CHARS at a word boundary when it is longer.
  */
+export const FIRST_PIECE_MIN = 12;
 export const FIRST_PIECE_CHARS = 80;
+
+/** The first piece of the first sentence (see FIRST_PIECE_MIN). */
+function firstPiece(sentence: string): string {
+  const clause = /[,;:](?=\s)/g;
+  clause.lastIndex = FIRST_PIECE_MIN;
+  const at = clause.exec(sentence)?.index;
+  if (at !== undefined && at < FIRST_PIECE_CHARS) return sentence.slice(0, at + 1);
+  return splitClauses(sentence, FIRST_PIECE_CHARS)[0] ?? '';
+}
 
 const WORKER_URL = siblingModuleUrl(import.meta.url, 'flite.worker');
 
@@ -136,13 +151,13 @@ interface FlitePiece extends TextPiece {
 }
 
 /**
- * The pieces of `text`: its sentences, each cut at clause boundaries to MAX_PIECE_CHARS, and the
- * first sentence's first piece to FIRST_PIECE_CHARS.
+ * The pieces of `text`: its sentences, each cut at clause boundaries to MAX_PIECE_CHARS, the
+ * first sentence's first clause apart (firstPiece).
  */
 export function flitePieces(text: string): FlitePiece[] {
   const out: FlitePiece[] = [];
   piecesIn(text, splitSentences(text, 'en')).forEach((sentence, i) => {
-    const first = i === 0 ? (splitClauses(sentence.text, FIRST_PIECE_CHARS)[0] ?? '') : '';
+    const first = i === 0 ? firstPiece(sentence.text) : '';
     const rest = sentence.text.slice(first.length);
     const parts = [...(first === '' ? [] : [first]), ...splitClauses(rest, MAX_PIECE_CHARS)];
     piecesIn(sentence.text, parts).forEach((part, j) =>
@@ -230,15 +245,10 @@ function voicesOf(known: readonly string[]): EngineVoice[] {
   });
 }
 
-/** The voice for a new voice of `language`: one naming the tag exactly, else the default for English. */
+/** The voice of a new voice of an English `language` (every English tag: see FLITE_DEFAULT_VOICE). */
 function defaultVoice(language: string, known: readonly string[]): string | undefined {
   if (primaryLanguage(language) !== 'en') return undefined;
-  const tag = language.toLowerCase().replace('_', '-');
-  const exact = known.find((id) => VOICES[id]?.languages[0] === tag && tag !== 'en-us');
-  if (exact !== undefined) return exact;
-  return known.includes(FLITE_DEFAULT_VOICE)
-    ? FLITE_DEFAULT_VOICE
-    : known.find((id) => VOICES[id]?.languages.some((l) => languageMatches(l, tag)));
+  return known.includes(FLITE_DEFAULT_VOICE) ? FLITE_DEFAULT_VOICE : known[0];
 }
 
 function createInstance(threads: number | undefined): ProviderInstance<FliteBinding> {

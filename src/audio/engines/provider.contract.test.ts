@@ -45,21 +45,6 @@ interface ProviderCase {
 const REMOTE: VoiceBinding = { engine: 'remote', endpoint: 'fake', voice: 'alloy' };
 const CASES: ProviderCase[] = [
   {
-    provider: 'espeak',
-    options: () => ({ remoteEndpoints: {}, synthesisThreads: 1 }),
-    good: [
-      { engine: 'espeak', voice: 'en-us' },
-      { engine: 'espeak', voice: 'gmw/en-US', variant: 'Mr serious', pitch: 30 },
-      { engine: 'espeak', voice: 'de', variant: 'klatt4' },
-    ],
-    bad: [
-      { engine: 'espeak', voice: 'klingon' },
-      { engine: 'espeak', voice: 'en-us', variant: 'nosuch' },
-      { engine: 'espeak', voice: 'en-us+f3' },
-    ],
-    speak: { engine: 'espeak', voice: 'en-us' },
-  },
-  {
     provider: 'flite',
     options: () => ({ remoteEndpoints: {}, synthesisThreads: 1 }),
     good: [
@@ -74,6 +59,21 @@ const CASES: ProviderCase[] = [
       { engine: 'flite', voice: '../slt' },
     ],
     speak: { engine: 'flite', voice: 'slt' },
+  },
+  {
+    provider: 'espeak',
+    options: () => ({ remoteEndpoints: {}, synthesisThreads: 1 }),
+    good: [
+      { engine: 'espeak', voice: 'en-us' },
+      { engine: 'espeak', voice: 'gmw/en-US', variant: 'Mr serious', pitch: 30 },
+      { engine: 'espeak', voice: 'de', variant: 'klatt4' },
+    ],
+    bad: [
+      { engine: 'espeak', voice: 'klingon' },
+      { engine: 'espeak', voice: 'en-us', variant: 'nosuch' },
+      { engine: 'espeak', voice: 'en-us+f3' },
+    ],
+    speak: { engine: 'espeak', voice: 'en-us' },
   },
   {
     provider: 'remote',
