@@ -17,6 +17,7 @@ import type { WASI } from 'node:wasi';
 import { threadId } from 'node:worker_threads';
 import { workerData } from 'piscina';
 import { lowerThreadPriority } from '../../common/worker-priority.js';
+import { dropWasiExperimentalWarning } from '../../common/wasi-warning.js';
 import { createResampler } from '../resampler.js';
 import type { TimingMark } from './engine.js';
 import type { FliteTask } from './flite-protocol.js';
@@ -25,32 +26,6 @@ import { SENTENCE_END, type SentenceChunk } from './sentence-protocol.js';
 // Synthesis is batch work: the event loop (requests, live listeners) goes first; the interactive
 // lane's thread (sentences a client waits for) keeps normal priority.
 if ((workerData as { interactive?: boolean } | undefined)?.interactive !== true) lowerThreadPriority();
-
-/** The message of the one warning this thread drops (Node 20 prints it for every `new WASI`'s thread). */
-const WASI_WARNING = 'WASI is an experimental feature and might change at any time';
-
-/**
- * Node 20 marks `node:wasi` experimental: the first `new WASI(…)` of a thread emits an
- * ExperimentalWarning, so every synthesis thread would print it when it starts — noise at every
- * start and after every idle minute. This thread's `process.emitWarning` (a worker thread has its
- * own `process`) drops exactly that warning — type ExperimentalWarning with that message — and
- * passes every other warning on unchanged; nothing else in the process is touched.
- */
-function dropWasiExperimentalWarning(): void {
-  const emit = process.emitWarning.bind(process) as (...args: unknown[]) => void;
-  process.emitWarning = (warning: string | Error, ...rest: unknown[]) => {
-    const option = rest[0];
-    const type =
-      typeof warning !== 'string'
-        ? warning.name
-        : typeof option === 'string'
-          ? option
-          : (option as { type?: string } | undefined)?.type;
-    const message = typeof warning === 'string' ? warning : warning.message;
-    if (type === 'ExperimentalWarning' && message === WASI_WARNING) return;
-    emit(warning, ...rest);
-  };
-}
 
 /** The members of the WebAssembly global used here (the project's `lib` has no DOM or wasm types). */
 interface Wasm {
