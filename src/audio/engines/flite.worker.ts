@@ -150,8 +150,15 @@ async function run(args: readonly string[], files: (dir: string) => void = () =>
     return out;
   } finally {
     rmSync(dir, { recursive: true, force: true });
-    // The next piece's instance, made while this thread would wait for work.
-    setImmediate(() => (f.spare ??= prepare(f.module)));
+    // The next piece's instance, made while this thread would wait for work; should that fail
+    // (memory), the next piece makes its own and reports the failure as its own.
+    setImmediate(() => {
+      try {
+        f.spare ??= prepare(f.module);
+      } catch {
+        f.spare = undefined;
+      }
+    });
   }
 }
 
@@ -203,7 +210,8 @@ export async function synthesize(task: FliteTask): Promise<number> {
       `duration_stretch=${task.stretch}`,
       '-psdur',
       '-t',
-      task.text,
+      // A NUL cannot be part of a command-line argument (and would be silence anyway).
+      task.text.replaceAll('\0', ' '),
       WAVE_FILE,
     ],
     (dir) => (wave = parseWave(readFileSync(join(dir, WAVE_FILE)))),
