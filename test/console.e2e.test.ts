@@ -147,8 +147,13 @@ describe(
       assert.equal(new URL(page.url()).hash, '', 'the key is removed from the address bar');
       assert.equal(await page.evaluate<string | null>(`sessionStorage.getItem('voicegen.key')`), t.key);
 
-      // The voice form offers what the engines have (the voice catalogue), every variant included.
+      // The voice form offers what the engines have (the voice catalogue), every variant included;
+      // the first engine of the catalogue (Flite, the default English voices) is chosen first.
       await page.locator('#voice-engine option[value="espeak"]').waitFor({ state: 'attached' });
+      assert.equal(await page.locator('#voice-engine').inputValue(), 'flite');
+      await page.locator('#voice-codes option[value="kal16"]').waitFor({ state: 'attached' });
+      await page.locator('#voice-engine').selectOption('espeak');
+      await page.locator('#voice-options [data-field="variant"]').waitFor();
       const catalogue = await t.app.services.synthesis.voices({ engine: 'espeak' });
       assert.equal(await page.locator('#voice-codes option').count(), catalogue.length);
       assert.ok(catalogue.length > 100, 'every espeak-ng voice is offered');

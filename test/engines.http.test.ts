@@ -2,6 +2,7 @@
 // engine voice with its fields, filters by language and engine, the spec's error body for bad ones.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs } from './helpers/audio-check.js';
 import { runCli } from './helpers/cli.js';
 import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
 
@@ -56,13 +57,14 @@ describe('voice catalogue API', () => {
     assert.equal(statusCode, 200);
     const byId = body.data.map((e) => [e.id, e.provider, e.available] as const);
     assert.deepEqual(byId, [
+      ['flite', 'flite', true],
       ['espeak', 'espeak', true],
       ['studio', 'remote', true],
       ['espeak', 'remote', false],
     ]);
-    assert.match(body.data[2]?.reason ?? '', /taken by another engine/);
+    assert.match(body.data[3]?.reason ?? '', /taken by another engine/);
     assert.ok(!raw.includes('127.0.0.1') && !raw.includes('secret'), 'no URL or key');
-    const variants = body.data[0]?.options.find((o) => o.field === 'variant')?.values?.map((v) => v.id);
+    const variants = body.data[1]?.options.find((o) => o.field === 'variant')?.values?.map((v) => v.id);
     assert.ok(variants?.includes('Mr serious') && variants.length > 100, 'every espeak-ng variant');
   });
 
@@ -89,7 +91,8 @@ describe('voice catalogue API', () => {
     assert.ok(german.length > 0 && german.every((v) => v.engine === 'espeak'));
     assert.ok(german.every((v) => v.languages.some((l) => l.startsWith('de'))));
     const english = (await get<Voice[]>('/api/engines/voices?language=en-US')).body.data;
-    assert.equal(english[0]?.id, 'gmw/en-US', 'the exact language first');
+    assert.ok(english[0]?.languages.includes('en-us'), 'the exact language first');
+    assert.equal(english.find((v) => v.engine === 'espeak')?.id, 'gmw/en-US', 'the exact language first');
     assert.ok(english.some((v) => v.id === 'nova'));
     const remote = (await get<Voice[]>('/api/engines/voices?engine=remote')).body.data;
     assert.deepEqual(
@@ -125,6 +128,79 @@ describe('voice catalogue API', () => {
     });
     assert.equal(refused.statusCode, 400);
     assert.equal(refused.json<{ code: string }>().code, 'VALIDATION_INVALID_VALUE');
+  });
+
+  /** Creates a voice of `engine`'s binding; its id. */
+  const createVoice = async (name: string, engine: Record<string, unknown>): Promise<string> => {
+    const res = await t.app.http.inject({
+      method: 'POST',
+      url: '/api/voice',
+      headers: bearer(t.key),
+      payload: { name, engine },
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    return res.json<{ data: { id: string } }>().data.id;
+  };
+
+  /** Creates a task of `contents` and reads its full-task stream (live while it is generated). */
+  const streamTask = async (contents: object[]): Promise<Buffer> => {
+    const res = await t.app.http.inject({
+      method: 'POST',
+      url: '/api/tts/generate',
+      headers: bearer(t.key),
+      payload: { contents },
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    const id = res.json<{ data: { id: string } }>().data.id;
+    const task = await get<{ streamUrl: string }>(`/api/tts/generate/${id}?stream=true`);
+    const stream = await fetch(new URL(task.body.data.streamUrl, t.baseUrl));
+    assert.equal(stream.status, 200);
+    return Buffer.from(await stream.arrayBuffer());
+  };
+
+  /** One clean MP3 (ffmpeg decodes it without a complaint) of the pipeline's format, with speech. */
+  const assertCleanMp3 = async (bytes: Buffer, minSeconds: number): Promise<void> => {
+    assert.equal(await ffmpegErrors(bytes), '');
+    const info = await probeAudio(bytes);
+    assert.deepEqual([info.codec, info.sampleRate, info.bitRate], ['mp3', 44100, 320000]);
+    assert.ok(info.durationSeconds > minSeconds, `${info.durationSeconds} s`);
+    assert.ok(rmsDbfs(await decodeToPcm(bytes)) > -35, 'speech, not silence');
+  };
+
+  it('a Flite voice is created from the catalogue, and a task with it streams clean MP3', async () => {
+    const flite = (await get<Voice[]>('/api/engines/voices?engine=flite')).body.data;
+    assert.deepEqual(flite.map((v) => v.id).sort(), ['awb', 'kal', 'kal16', 'rms', 'slt']);
+    const slt = flite.find((v) => v.id === 'slt');
+    assert.deepEqual(slt?.binding, { engine: 'flite', voice: 'slt' });
+    assert.deepEqual([slt?.gender, slt?.sampleRate, slt?.languages[0]], ['female', 16000, 'en-us']);
+    const voiceId = await createVoice('Susan', { engine: 'flite', voice: 'slt' });
+    const refused = await t.app.http.inject({
+      method: 'POST',
+      url: '/api/voice',
+      headers: bearer(t.key),
+      payload: { name: 'Nope', engine: { engine: 'flite', voice: 'awb_time' } },
+    });
+    assert.equal(refused.statusCode, 400);
+    assert.equal(refused.json<{ code: string }>().code, 'VALIDATION_INVALID_VALUE');
+    const bytes = await streamTask([
+      {
+        type: 'text',
+        text: 'The old bridge, after weeks of delays, will be repaired before the winter. Good news.',
+        voiceId,
+      },
+    ]);
+    await assertCleanMp3(bytes, 3);
+  });
+
+  it('a dialogue of an espeak and a Flite voice streams as one continuous clean MP3', async () => {
+    const espeak = await createVoice('Eve', { engine: 'espeak', voice: 'en-us' });
+    const flite = await createVoice('Ralph', { engine: 'flite', voice: 'rms' });
+    const bytes = await streamTask([
+      { type: 'text', text: 'Hello Ralph, how was the trip?', voiceId: espeak, interval: 0.3 },
+      { type: 'text', text: 'Long, but the mountains were beautiful.', voiceId: flite, interval: 0.3 },
+      { type: 'text', text: 'I am glad to hear it.', voiceId: espeak },
+    ]);
+    await assertCleanMp3(bytes, 4);
   });
 
   it('the CLI lists the catalogue through the server, or of this machine without a key', async () => {

@@ -34,7 +34,8 @@ describe('voices', () => {
     assert.equal(v.name, 'Narrator');
     assert.equal(v.status, 'ready');
     assert.equal(v.version, 'v3.0');
-    assert.deepEqual(v.engine, { engine: 'espeak', voice: 'en-us' });
+    // The default English voice: Flite's kal16 (docs/decisions.md, the default voice).
+    assert.deepEqual(v.engine, { engine: 'flite', voice: 'kal16' });
     assert.deepEqual(v.metadata, {
       description: '',
       withLora: false,
@@ -116,7 +117,7 @@ describe('voices', () => {
     });
     assert.deepEqual(
       [cloned.language, cloned.engine.engine, cloned.engine.voice],
-      ['auto', 'espeak', 'en-us'],
+      ['auto', 'flite', 'kal16'],
     );
     for (const unknown of ['xx-nope', 'klingon', 'AUTO', '']) {
       assert.equal((await create({ name: 'x', language: unknown })).language, 'auto', unknown);

@@ -328,8 +328,8 @@ program
   .requiredOption('-o, --out <file>', 'the MP3 file to write')
   .option(
     '--voice <voice>',
-    'voice id, or <engine>:<voice>[+<variant>] of the voice catalogue (`voicegen engines --voices`; e.g. espeak:en-us+f3)',
-    'espeak:en-us',
+    'voice id, or <engine>:<voice>[+<variant>] of the voice catalogue (`voicegen engines --voices`; e.g. espeak:en-us+f3); default: the default English voice',
+    'flite:kal16',
   )
   .option(
     '--splitter <splitter>',

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { encodePiece } from '../audio/continuous-encoder.js';
 import { createEncoderPool } from '../audio/encoder-pool.js';
 import { createEspeakEngine } from '../audio/engines/espeak.engine.js';
+import { fliteProvider } from '../audio/engines/flite.provider.js';
 import { workerPoolRequestParser } from '../tasks/requests/request-parser.worker-pool.js';
 import { lowerThreadPriority, WORKER_NICENESS } from './worker-priority.js';
 
@@ -43,6 +44,7 @@ void test(
     // The espeak worker module, once imported by the engine for a constant, lowered the event
     // loop itself (and every thread started after it) to the workers' niceness.
     assert.equal(ownNiceness(), startNiceness());
+    assert.equal(fliteProvider.id, 'flite'); // its module is loaded, its worker module is not
     assert.equal(lowerThreadPriority(), false);
     assert.equal(ownNiceness(), startNiceness());
   },

@@ -17,6 +17,7 @@ import {
   type SynthesisRequest,
 } from './engine.js';
 import { espeakProvider } from './espeak.provider.js';
+import { fliteProvider } from './flite.provider.js';
 import type { RemoteEndpoint } from './openai.engine.js';
 import {
   languageMatches,
@@ -29,7 +30,7 @@ import { remoteProvider } from './remote.provider.js';
 import { bindingFromSpec } from './voice-spec.js';
 
 /** Every engine kind the service has; the order is the order of preference for a new voice's default. */
-export const PROVIDERS = [espeakProvider, remoteProvider] as const;
+export const PROVIDERS = [fliteProvider, espeakProvider, remoteProvider] as const;
 
 /** The providers' binding schemas, as the tuple the union needs. */
 type SchemasOf<T extends readonly unknown[]> = {

@@ -1,35 +1,23 @@
 /**
- * The embedded engine: espeak-ng (wasm) in a piscina pool of worker threads. Text is split into
- * sentences, each synthesised as one task; a sentence's audio is yielded while the worker speaks
- * it (chunks through a message port), sentences in order, with the next one already being
- * synthesised (one-ahead pipelining).
+ * The embedded engine: espeak-ng (wasm) in a piscina pool of worker threads (SentenceWorkers).
+ * Text is split into sentences, each synthesised as one task; a sentence's audio is yielded while
+ * the worker speaks it, sentences in order, with the next one already being synthesised.
  */
 import { availableParallelism } from 'node:os';
-import { MessageChannel, type MessagePort } from 'node:worker_threads';
-import { fileURLToPath } from 'node:url';
-import { Piscina } from 'piscina';
+import type { Piscina } from 'piscina';
 import { errors } from '../../errors/app-error.js';
-import { siblingModuleUrl, workerExecArgv } from '../../common/worker-url.js';
+import { siblingModuleUrl } from '../../common/worker-url.js';
 import {
-  EngineCallError,
   pcmOf,
   SPEECH_RATE_RANGE,
   type EngineAudio,
   type SpeechEngine,
   type SynthesisRequest,
-  type TimingMark,
 } from './engine.js';
 import type { EspeakBinding } from './espeak.provider.js';
-import { untilAborted } from '../../common/call-deadline.js';
-import {
-  SENTENCE_END,
-  type EspeakCatalogue,
-  type SentenceChunk,
-  type SynthesizeTask,
-} from './espeak-protocol.js';
-import { PriorityTaskQueue, withQueueOptions, type SynthesisQueueOptions } from './priority-task-queue.js';
+import type { EspeakCatalogue, SynthesizeTask } from './espeak-protocol.js';
+import { createSynthesisPool, piecesIn, SentenceWorkers } from './sentence-workers.js';
 import { splitSentences } from './sentences.js';
-import { CANONICAL_RATE, concatPcm } from '../pcm.js';
 
 export type { EspeakCatalogue } from './espeak-protocol.js';
 
@@ -46,28 +34,12 @@ export interface EspeakEngine extends SpeechEngine {
 
 const WORKER_URL = siblingModuleUrl(import.meta.url, 'espeak.worker');
 
-function createPool(threads: number, lane: 'batch' | 'interactive' = 'batch'): Piscina {
-  return new Piscina({
-    filename: fileURLToPath(WORKER_URL),
-    execArgv: workerExecArgv(WORKER_URL),
-    workerData: { interactive: lane === 'interactive' },
-    // Threads start on demand and retire after a quiet minute: an idle service holds none.
-    minThreads: 0,
-    maxThreads: threads,
-    // A one-shot's sentences go before queued sentences of long tasks.
-    taskQueue: new PriorityTaskQueue(),
-    // A task that could not be placed goes back to its place in the queue, not to its end.
-    stricterFIFO: true,
-    idleTimeout: 60_000,
-  });
-}
-
 let catalogueCache: Promise<EspeakCatalogue> | undefined;
 
 function loadCatalogue(pool?: Piscina): Promise<EspeakCatalogue> {
   catalogueCache ??= (async () => {
     // Without an engine at hand, a one-off single-thread pool answers and is torn down.
-    const p = pool ?? createPool(1);
+    const p = pool ?? createSynthesisPool(WORKER_URL, 1);
     try {
       return (await p.run(null, { name: 'catalogue' })) as EspeakCatalogue;
     } finally {
@@ -160,51 +132,12 @@ export function createEspeakEngine(options: { threads?: number } = {}): EspeakEn
   return new PooledEspeakEngine(options.threads ?? Math.min(2, availableParallelism()));
 }
 
-/**
- * Interactive sentences the interactive lane takes at once (one running, one next); more go to the
- * batch threads, first in their queue.
- */
-const INTERACTIVE_LANE_DEPTH = 2;
-
+/** The espeak engine over its synthesis threads (see SentenceWorkers: lanes, one-ahead pipelining). */
 class PooledEspeakEngine implements EspeakEngine {
-  private readonly pool: Piscina;
-  /** Batch (not interactive) sentences given to the batch threads and not yet done: running or queued. */
-  private batchInPool = 0;
-  /**
-   * One thread at normal priority for sentences a client is waiting for (one-shots, short tasks)
-   * while the batch threads are taken by batch work: those run at niceness 10, so under load an
-   * interactive sentence waited there for a long task's sentence to end and then got a fraction of
-   * a core, and a one-shot's first byte took 3× as long (issue 11 soak). Otherwise interactive
-   * sentences go to the batch threads, first in their queue: a burst of one-shots alone gains
-   * nothing from a third thread on busy cores (it took the event loop's CPU: bench:first-byte), and
-   * the batch threads stay warm. Started on first use, retired after an idle minute.
-   */
-  private readonly interactiveLane: Piscina;
-  private inLane = 0;
+  private readonly workers: SentenceWorkers;
 
-  constructor(private readonly threads: number) {
-    this.pool = createPool(threads);
-    this.interactiveLane = createPool(1, 'interactive');
-  }
-
-  /** Runs one sentence: an interactive one on the interactive lane when batch work holds the batch threads. */
-  private run(task: SynthesizeTask, options: SynthesisQueueOptions): Promise<unknown> {
-    const interactive = options.interactive === true;
-    const toLane = interactive && this.batchInPool >= this.threads && this.inLane < INTERACTIVE_LANE_DEPTH;
-    const transfer = { transferList: [task.port] };
-    const done = toLane
-      ? this.interactiveLane.run(task, transfer)
-      : this.pool.run(withQueueOptions(task, options), transfer);
-    const count = (change: 1 | -1) => {
-      if (toLane) this.inLane += change;
-      else if (!interactive) this.batchInPool += change;
-    };
-    count(1);
-    done.then(
-      () => count(-1),
-      () => count(-1),
-    );
-    return done;
+  constructor(threads: number) {
+    this.workers = new SentenceWorkers(WORKER_URL, threads, { id: 'espeak', label: 'espeak-ng' });
   }
 
   synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {
@@ -219,162 +152,19 @@ class PooledEspeakEngine implements EspeakEngine {
         `speechRate must be between ${SPEECH_RATE_RANGE.min} and ${SPEECH_RATE_RANGE.max}`,
       );
     }
-    const catalogue = await loadCatalogue(this.pool);
+    const catalogue = await loadCatalogue(this.workers.pool);
     const voice = specFor(speakingVoice(req.voice, req.language, catalogue), catalogue);
     const base = {
       voice,
       rate: Math.round(ESPEAK_BASE_WPM / req.speechRate),
       pitch: req.voice.pitch ?? ESPEAK_DEFAULT_PITCH,
     };
-    const sentences = splitSentences(req.text, req.language ?? req.voice.voice);
-    const textAt = offsetsIn(req.text, sentences);
-
-    /**
-     * The queue rank of a sentence: where it starts in the task's audio — the seconds synthesised
-     * so far plus an estimate of the sentences submitted before it (about 14 characters a second).
-     */
-    let produced = 0;
-    let submittedAhead = 0;
-    const estimate = (text: string) => (text.length / 14) * req.speechRate;
-    const start = (i: number): SentenceAudio | undefined => {
-      const text = sentences[i];
-      if (text === undefined) return undefined;
-      // Not aborting a running task on purpose: piscina would kill the thread and its warm instance.
-      const sentence = new SentenceAudio((port) =>
-        this.run(
-          { ...base, text, port },
-          {
-            interactive: req.interactive === true,
-            owner: req.owner,
-            rank: (req.startsAt ?? 0) + produced + submittedAhead,
-          },
-        ),
-      );
-      submittedAhead += estimate(text);
-      return sentence;
-    };
-
-    let current: SentenceAudio | undefined;
-    let next = start(0);
-    /** Samples yielded before the current sentence: where its marks' samples count from. */
-    let sentenceAt = 0;
-    try {
-      for (let i = 0; next !== undefined; i++) {
-        signal.throwIfAborted();
-        current = next;
-        next = start(i + 1);
-        const sentenceStart = sentenceAt;
-        for (;;) {
-          let chunk: SentenceChunk | null;
-          try {
-            // A stuck worker must not hold the caller past its deadline: stop waiting on abort.
-            chunk = await untilAborted(current.next(), signal);
-          } catch (err) {
-            signal.throwIfAborted();
-            throw new EngineCallError('failed', { engine: 'espeak', reason: describe(err) }, err);
-          }
-          signal.throwIfAborted();
-          if (chunk === null) break;
-          produced += chunk.pcm.length / CANONICAL_RATE;
-          sentenceAt += chunk.pcm.length;
-          yield { pcm: chunk.pcm, marks: shifted(chunk.marks, sentenceStart, textAt[i] ?? 0) };
-        }
-        submittedAhead -= estimate(sentences[i] ?? '');
-      }
-    } finally {
-      // Abandoned (abort, error, early return): the ports of the sentences in flight are closed.
-      current?.close();
-      next?.close();
-    }
+    // One task per sentence: espeak's own sentence and word events are the marks.
+    const sentences = piecesIn(req.text, splitSentences(req.text, req.language ?? req.voice.voice));
+    yield* this.workers.speak<SynthesizeTask>(req, sentences, (s) => ({ ...base, text: s.text }), signal);
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.pool.destroy(), this.interactiveLane.destroy()]);
+    await this.workers.close();
   }
-}
-
-/**
- * One sentence being spoken by a worker: its PCM chunks arrive through a message port while it is
- * synthesised and wait here until read (at most one sentence: the engine reads one sentence ahead).
- */
-class SentenceAudio {
-  private readonly port: MessagePort;
-  private arrived: SentenceChunk[] = [];
-  private ended = false;
-  private failure: { err: unknown } | undefined;
-  private wake: (() => void) | undefined;
-
-  /** `run` starts the worker's task with the port its chunks go to (transferred to the worker). */
-  constructor(run: (port: MessagePort) => Promise<unknown>) {
-    const { port1, port2 } = new MessageChannel();
-    this.port = port1;
-    port1.on('message', (message: SentenceChunk | typeof SENTENCE_END) => {
-      if (message === SENTENCE_END) {
-        this.ended = true;
-        port1.close(); // nothing follows; an open port would keep the process alive
-      } else this.arrived.push(message);
-      this.notify();
-    });
-    run(port2).catch((err: unknown) => {
-      this.failure = { err };
-      port1.close();
-      this.notify();
-    });
-  }
-
-  /**
-   * Everything that arrived since the last call, as one chunk (waiting for the next if none did),
-   * or null once the sentence is complete. Rejects with the worker's error.
-   */
-  async next(): Promise<SentenceChunk | null> {
-    for (;;) {
-      if (this.arrived.length > 0) {
-        const chunks = this.arrived;
-        this.arrived = [];
-        return chunks.length === 1 && chunks[0] !== undefined
-          ? chunks[0]
-          : { pcm: concatPcm(chunks.map((c) => c.pcm)), marks: chunks.flatMap((c) => c.marks) };
-      }
-      if (this.ended) return null;
-      if (this.failure !== undefined) throw this.failure.err;
-      await new Promise<void>((resolve) => (this.wake = resolve));
-    }
-  }
-
-  /** Stops listening (the worker's later chunks are dropped); idempotent. */
-  close(): void {
-    this.port.close();
-    this.arrived = [];
-  }
-
-  private notify(): void {
-    const wake = this.wake;
-    this.wake = undefined;
-    wake?.();
-  }
-}
-
-/** Where each sentence starts in `text` (they are its trimmed substrings, in order). */
-function offsetsIn(text: string, sentences: readonly string[]): number[] {
-  let from = 0;
-  return sentences.map((sentence) => {
-    const at = text.indexOf(sentence, from);
-    if (at === -1) return from;
-    from = at + sentence.length;
-    return at;
-  });
-}
-
-/** A sentence's marks on the call's timeline: `samples` and `chars` before the sentence added. */
-function shifted(marks: readonly TimingMark[], samples: number, chars: number): TimingMark[] {
-  return marks.map((m) => ({
-    ...m,
-    sample: m.sample + samples,
-    textStart: m.textStart + chars,
-    textEnd: m.textEnd + chars,
-  }));
-}
-
-function describe(err: unknown): string {
-  return `espeak-ng synthesis failed (${err instanceof Error ? err.message : String(err)})`;
 }

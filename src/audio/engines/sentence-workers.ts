@@ -1,0 +1,254 @@
+/**
+ * What the embedded engines share on the main thread: a piscina pool of synthesis threads with an
+ * interactive lane beside it, and the speaking of a text piece by piece (a sentence, or a clause
+ * of a long one), each piece one task, yielded while its thread speaks it (chunks through a
+ * message port), pieces in order, with the next one already being synthesised (one-ahead
+ * pipelining). An engine brings its worker module and says what a task carries.
+ */
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import { untilAborted } from '../../common/call-deadline.js';
+import { workerExecArgv } from '../../common/worker-url.js';
+import { CANONICAL_RATE, concatPcm } from '../pcm.js';
+import { EngineCallError, type EngineAudio, type SynthesisRequest, type TimingMark } from './engine.js';
+import { PriorityTaskQueue, withQueueOptions, type SynthesisQueueOptions } from './priority-task-queue.js';
+import { SENTENCE_END, type SentenceChunk, type SentenceTask } from './sentence-protocol.js';
+
+/** A pool of synthesis threads running `workerUrl`; batch threads lower their priority, the interactive lane's do not. */
+export function createSynthesisPool(
+  workerUrl: URL,
+  threads: number,
+  lane: 'batch' | 'interactive' = 'batch',
+): Piscina {
+  return new Piscina({
+    filename: fileURLToPath(workerUrl),
+    execArgv: workerExecArgv(workerUrl),
+    workerData: { interactive: lane === 'interactive' },
+    // Threads start on demand and retire after a quiet minute: an idle service holds none.
+    minThreads: 0,
+    maxThreads: threads,
+    // A one-shot's sentences go before queued sentences of long tasks.
+    taskQueue: new PriorityTaskQueue(),
+    // A task that could not be placed goes back to its place in the queue, not to its end.
+    stricterFIFO: true,
+    idleTimeout: 60_000,
+  });
+}
+
+/**
+ * Interactive sentences the interactive lane takes at once (one running, one next); more go to the
+ * batch threads, first in their queue.
+ */
+const INTERACTIVE_LANE_DEPTH = 2;
+
+/** A piece of the request's text: what one synthesis task speaks. */
+export interface TextPiece {
+  text: string;
+  /** UTF-16 offset of its first character in the request's text. */
+  at: number;
+}
+
+/** The synthesis threads of one embedded engine, and how it speaks a text with them. */
+export class SentenceWorkers {
+  readonly pool: Piscina;
+  /** Batch (not interactive) pieces given to the batch threads and not yet done: running or queued. */
+  private batchInPool = 0;
+  /**
+   * One thread at normal priority for pieces a client is waiting for (one-shots, short tasks)
+   * while the batch threads are taken by batch work: those run at niceness 10, so under load an
+   * interactive sentence waited there for a long task's sentence to end and then got a fraction of
+   * a core, and a one-shot's first byte took 3× as long (soak). Otherwise interactive pieces go to
+   * the batch threads, first in their queue: a burst of one-shots alone gains nothing from a third
+   * thread on busy cores (it took the event loop's CPU: bench:first-byte), and the batch threads
+   * stay warm. Started on first use, retired after an idle minute.
+   */
+  private readonly interactiveLane: Piscina;
+  private inLane = 0;
+
+  /** `engine` names the engine in failures (operators' logs), `label` in their reason. */
+  constructor(
+    workerUrl: URL,
+    private readonly threads: number,
+    private readonly engine: { id: string; label: string },
+  ) {
+    this.pool = createSynthesisPool(workerUrl, threads);
+    this.interactiveLane = createSynthesisPool(workerUrl, 1, 'interactive');
+  }
+
+  /** Runs one piece: an interactive one on the interactive lane when batch work holds the batch threads. */
+  private run(task: SentenceTask, options: SynthesisQueueOptions): Promise<unknown> {
+    const interactive = options.interactive === true;
+    const toLane = interactive && this.batchInPool >= this.threads && this.inLane < INTERACTIVE_LANE_DEPTH;
+    const transfer = { transferList: [task.port] };
+    const done = toLane
+      ? this.interactiveLane.run(task, transfer)
+      : this.pool.run(withQueueOptions(task, options), transfer);
+    const count = (change: 1 | -1) => {
+      if (toLane) this.inLane += change;
+      else if (!interactive) this.batchInPool += change;
+    };
+    count(1);
+    done.then(
+      () => count(-1),
+      () => count(-1),
+    );
+    return done;
+  }
+
+  /**
+   * Speaks `pieces` of `req.text` in order, each as the task `taskFor` makes of it, yielding each
+   * piece's audio as it arrives with its marks on the call's timeline.
+   */
+  async *speak<T extends SentenceTask, P extends TextPiece = TextPiece>(
+    req: SynthesisRequest,
+    pieces: readonly P[],
+    taskFor: (piece: P, index: number) => Omit<T, 'port'>,
+    signal: AbortSignal,
+  ): AsyncIterable<EngineAudio> {
+    /**
+     * The queue rank of a piece: where it starts in the task's audio — the seconds synthesised
+     * so far plus an estimate of the pieces submitted before it (about 14 characters a second).
+     */
+    let produced = 0;
+    let submittedAhead = 0;
+    const estimate = (text: string) => (text.length / 14) * req.speechRate;
+    const start = (i: number): PieceAudio | undefined => {
+      const piece = pieces[i];
+      if (piece === undefined) return undefined;
+      // Not aborting a running task on purpose: piscina would kill the thread and its warm instance.
+      const audio = new PieceAudio((port) =>
+        this.run(
+          { ...taskFor(piece, i), port },
+          {
+            interactive: req.interactive === true,
+            owner: req.owner,
+            rank: (req.startsAt ?? 0) + produced + submittedAhead,
+          },
+        ),
+      );
+      submittedAhead += estimate(piece.text);
+      return audio;
+    };
+
+    let current: PieceAudio | undefined;
+    let next = start(0);
+    /** Samples yielded before the current piece: where its marks' samples count from. */
+    let pieceAt = 0;
+    try {
+      for (let i = 0; next !== undefined; i++) {
+        signal.throwIfAborted();
+        current = next;
+        next = start(i + 1);
+        const pieceStart = pieceAt;
+        for (;;) {
+          let chunk: SentenceChunk | null;
+          try {
+            // A stuck worker must not hold the caller past its deadline: stop waiting on abort.
+            chunk = await untilAborted(current.next(), signal);
+          } catch (err) {
+            signal.throwIfAborted();
+            const reason = `${this.engine.label} synthesis failed (${err instanceof Error ? err.message : String(err)})`;
+            throw new EngineCallError('failed', { engine: this.engine.id, reason }, err);
+          }
+          signal.throwIfAborted();
+          if (chunk === null) break;
+          produced += chunk.pcm.length / CANONICAL_RATE;
+          pieceAt += chunk.pcm.length;
+          yield { pcm: chunk.pcm, marks: shifted(chunk.marks, pieceStart, pieces[i]?.at ?? 0) };
+        }
+        submittedAhead -= estimate(pieces[i]?.text ?? '');
+      }
+    } finally {
+      // Abandoned (abort, error, early return): the ports of the pieces in flight are closed.
+      current?.close();
+      next?.close();
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.pool.destroy(), this.interactiveLane.destroy()]);
+  }
+}
+
+/**
+ * One piece being spoken by a worker: its PCM chunks arrive through a message port while it is
+ * synthesised and wait here until read (at most one piece: the engine reads one piece ahead).
+ */
+class PieceAudio {
+  private readonly port: MessagePort;
+  private arrived: SentenceChunk[] = [];
+  private ended = false;
+  private failure: { err: unknown } | undefined;
+  private wake: (() => void) | undefined;
+
+  /** `run` starts the worker's task with the port its chunks go to (transferred to the worker). */
+  constructor(run: (port: MessagePort) => Promise<unknown>) {
+    const { port1, port2 } = new MessageChannel();
+    this.port = port1;
+    port1.on('message', (message: SentenceChunk | typeof SENTENCE_END) => {
+      if (message === SENTENCE_END) {
+        this.ended = true;
+        port1.close(); // nothing follows; an open port would keep the process alive
+      } else this.arrived.push(message);
+      this.notify();
+    });
+    run(port2).catch((err: unknown) => {
+      this.failure = { err };
+      port1.close();
+      this.notify();
+    });
+  }
+
+  /**
+   * Everything that arrived since the last call, as one chunk (waiting for the next if none did),
+   * or null once the piece is complete. Rejects with the worker's error.
+   */
+  async next(): Promise<SentenceChunk | null> {
+    for (;;) {
+      if (this.arrived.length > 0) {
+        const chunks = this.arrived;
+        this.arrived = [];
+        return chunks.length === 1 && chunks[0] !== undefined
+          ? chunks[0]
+          : { pcm: concatPcm(chunks.map((c) => c.pcm)), marks: chunks.flatMap((c) => c.marks) };
+      }
+      if (this.ended) return null;
+      if (this.failure !== undefined) throw this.failure.err;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+
+  /** Stops listening (the worker's later chunks are dropped); idempotent. */
+  close(): void {
+    this.port.close();
+    this.arrived = [];
+  }
+
+  private notify(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+}
+
+/** `parts` of `text` (its trimmed substrings, in order) with where each starts in it. */
+export function piecesIn(text: string, parts: readonly string[]): TextPiece[] {
+  let from = 0;
+  return parts.map((part) => {
+    const at = text.indexOf(part, from);
+    if (at === -1) return { text: part, at: from };
+    from = at + part.length;
+    return { text: part, at };
+  });
+}
+
+/** A piece's marks on the call's timeline: `samples` and `chars` before the piece added. */
+function shifted(marks: readonly TimingMark[], samples: number, chars: number): TimingMark[] {
+  return marks.map((m) => ({
+    ...m,
+    sample: m.sample + samples,
+    textStart: m.textStart + chars,
+    textEnd: m.textEnd + chars,
+  }));
+}
