@@ -3,7 +3,7 @@
  * out, progressively, so the stream can start encoding before the whole text is synthesised.
  * Engines that deliver MP3 themselves can also hand over those bytes unchanged (`synthesizeMp3`).
  */
-import { AppError } from '../../errors/app-error.js';
+import { AppError, errors } from '../../errors/app-error.js';
 
 import type { VoiceBinding } from './engine-registry.js';
 
@@ -82,6 +82,15 @@ export const FORWARDED_MP3_SAMPLE_RATE = 24_000;
 
 /** Lowest and highest accepted speechRate (duration multiplier). */
 export const SPEECH_RATE_RANGE = { min: 0.5, max: 2 } as const;
+
+/** Refuses a speechRate outside SPEECH_RATE_RANGE (NaN included) with VALIDATION_INVALID_VALUE. */
+export function checkSpeechRate(rate: number): void {
+  if (!(rate >= SPEECH_RATE_RANGE.min && rate <= SPEECH_RATE_RANGE.max)) {
+    throw errors.invalidValue(
+      `speechRate must be between ${SPEECH_RATE_RANGE.min} and ${SPEECH_RATE_RANGE.max}`,
+    );
+  }
+}
 
 /** Time limits of one engine call (one piece); remote engines also bound connect and first byte. */
 export interface EngineTimeouts {

@@ -9,7 +9,7 @@ import { errors } from '../../errors/app-error.js';
 import { siblingModuleUrl } from '../../common/worker-url.js';
 import {
   pcmOf,
-  SPEECH_RATE_RANGE,
+  checkSpeechRate,
   type EngineAudio,
   type SpeechEngine,
   type SynthesisRequest,
@@ -147,11 +147,7 @@ class PooledEspeakEngine implements EspeakEngine {
   async *synthesizeWithMarks(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<EngineAudio> {
     if (req.voice.engine !== 'espeak')
       throw new Error(`espeak engine cannot speak a ${req.voice.engine} voice`);
-    if (!(req.speechRate >= SPEECH_RATE_RANGE.min && req.speechRate <= SPEECH_RATE_RANGE.max)) {
-      throw errors.invalidValue(
-        `speechRate must be between ${SPEECH_RATE_RANGE.min} and ${SPEECH_RATE_RANGE.max}`,
-      );
-    }
+    checkSpeechRate(req.speechRate);
     const catalogue = await loadCatalogue(this.workers.pool);
     const voice = specFor(speakingVoice(req.voice, req.language, catalogue), catalogue);
     const base = {

@@ -11,7 +11,7 @@ import { siblingModuleUrl } from '../../common/worker-url.js';
 import { errors } from '../../errors/app-error.js';
 import {
   pcmOf,
-  SPEECH_RATE_RANGE,
+  checkSpeechRate,
   type EngineAudio,
   type SpeechEngine,
   type SynthesisRequest,
@@ -186,11 +186,7 @@ class FliteEngine implements SpeechEngine {
   async *synthesizeWithMarks(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<EngineAudio> {
     if (req.voice.engine !== 'flite')
       throw new Error(`Flite engine cannot speak a ${req.voice.engine} voice`);
-    if (!(req.speechRate >= SPEECH_RATE_RANGE.min && req.speechRate <= SPEECH_RATE_RANGE.max)) {
-      throw errors.invalidValue(
-        `speechRate must be between ${SPEECH_RATE_RANGE.min} and ${SPEECH_RATE_RANGE.max}`,
-      );
-    }
+    checkSpeechRate(req.speechRate);
     const voice = req.voice.voice;
     checkVoice(voice, await loadVoices(this.workers.pool));
     yield* this.workers.speak<FliteTask, FlitePiece>(

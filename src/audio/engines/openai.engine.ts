@@ -13,14 +13,13 @@ import { request as httpsRequest } from 'node:https';
 import { addAbortSignal } from 'node:stream';
 import { MPEGDecoder } from 'mpg123-decoder';
 import { CallDeadline, DeadlineExceededError } from '../../common/call-deadline.js';
-import { errors } from '../../errors/app-error.js';
 import { floatToPcm } from '../pcm.js';
 import { createResampler, type Resampler } from '../resampler.js';
 import {
   DEFAULT_ENGINE_TIMEOUTS,
   EngineCallError,
   FORWARDED_MP3_SAMPLE_RATE,
-  SPEECH_RATE_RANGE,
+  checkSpeechRate,
   type EngineFailureDetail,
   type EngineMp3Chunk,
   type EngineTimeouts,
@@ -98,11 +97,7 @@ async function* remoteSpeech(
 ): AsyncIterable<EngineMp3Chunk> {
   if (req.voice.engine !== 'remote')
     throw new Error(`remote engine cannot speak a ${req.voice.engine} voice`);
-  if (!(req.speechRate >= SPEECH_RATE_RANGE.min && req.speechRate <= SPEECH_RATE_RANGE.max)) {
-    throw errors.invalidValue(
-      `speechRate must be between ${SPEECH_RATE_RANGE.min} and ${SPEECH_RATE_RANGE.max}`,
-    );
-  }
+  checkSpeechRate(req.speechRate);
   const url = new URL(`${endpoint.baseUrl.replace(/\/+$/, '')}/v1/audio/speech`);
   const secrets = endpoint.apiKey !== undefined && endpoint.apiKey !== '' ? [endpoint.apiKey] : [];
   const call: RemoteCall = {
