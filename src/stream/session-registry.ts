@@ -143,6 +143,16 @@ export class SessionRegistry {
     return session === undefined ? undefined : { session, release: session.acquire() };
   }
 
+  /** The tasks with live sessions here. */
+  taskIds(): Set<string> {
+    const ids = new Set<string>();
+    for (const session of this.sessions.values()) {
+      const owner = this.owners.get(session);
+      if (owner !== undefined) ids.add(owner.taskId);
+    }
+    return ids;
+  }
+
   /** Whether any live session of `taskId` is here. */
   hasTask(taskId: string): boolean {
     for (const session of this.sessions.values())

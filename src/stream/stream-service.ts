@@ -57,9 +57,6 @@ export interface StreamServiceOptions {
   relaySecret?: string | undefined;
 }
 
-/** How often a deletion watcher checks that its task still has sessions here (it stops when none is left). */
-const DELETION_WATCH_RECHECK_MS = 60_000;
-
 /** How many live sessions a node keeps and how much disk their caches may use (0 = unbounded). */
 export interface StreamSessionBounds {
   maxPerTask: number;
@@ -172,12 +169,29 @@ class DefaultStreamService implements StreamService {
   private registry: Promise<SessionRegistry> | undefined;
   private registryNow: SessionRegistry | undefined;
   private closed = false;
-  /** Tasks with live sessions here whose deletion is watched for, and how to stop each watch. */
-  private readonly deletionWatches = new Map<string, AbortController>();
+  private readonly stopListening: () => void;
 
   constructor(private readonly options: StreamServiceOptions) {
     this.files = options.cacheFiles;
     this.deps = { pieces: options.pieces, encoders: options.encoders };
+    // A deleted task's audio must stop flowing on every node: its sessions here end. After a lapse
+    // of the bus any task may have been deleted meanwhile, so every task with sessions is checked.
+    this.stopListening =
+      options.events?.onAnnouncement((taskId, kind) => {
+        const tasks = taskId === null ? [...(this.registryNow?.taskIds() ?? [])] : [taskId];
+        if (taskId === null || kind === 'deleted') for (const id of tasks) void this.endIfDeleted(id);
+      }) ?? (() => undefined);
+  }
+
+  /** Ends `taskId`'s sessions here if the task no longer exists (an announcement may be spurious). */
+  private async endIfDeleted(taskId: string): Promise<void> {
+    const registry = this.registryNow;
+    if (registry === undefined || !registry.hasTask(taskId)) return;
+    try {
+      if (!(await this.options.tasks.exists(taskId))) await registry.endTask(taskId);
+    } catch {
+      // The database did not answer: the sessions end with their readers or their idle time.
+    }
   }
 
   private sessions(): Promise<SessionRegistry> {
@@ -210,7 +224,7 @@ class DefaultStreamService implements StreamService {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const watch of this.deletionWatches.values()) watch.abort(new Error('the stream service closed'));
+    this.stopListening();
     const registry = await this.registry?.catch(() => undefined);
     await registry?.close();
     await this.files.remove();
@@ -402,37 +416,7 @@ class DefaultStreamService implements StreamService {
       pipeline = (signal) => contentAudio(this.deps, task.id, contentIndex, signal);
     }
     const { source, kind } = this.sourceFor(key, task, { contentIndex, sessionId: i }, pipeline, relayed);
-    const lease = registry.open(key, source, kind, { taskId: task.id, accountId: task.accountId });
-    this.watchDeletion(registry, task.id);
-    return lease;
-  }
-
-  /**
-   * Ends `taskId`'s sessions here once it is deleted, on whichever node (a deleted task's audio must
-   * stop flowing everywhere). One watch per task with sessions here; it ends with them.
-   */
-  private watchDeletion(registry: SessionRegistry, taskId: string): void {
-    const events = this.options.events;
-    if (events === undefined || this.deletionWatches.has(taskId)) return;
-    const stop = new AbortController();
-    this.deletionWatches.set(taskId, stop);
-    void (async () => {
-      try {
-        while (registry.hasTask(taskId) && !stop.signal.aborted) {
-          const recheck = AbortSignal.any([stop.signal, AbortSignal.timeout(DELETION_WATCH_RECHECK_MS)]);
-          const woken = await events.nextChange(taskId, recheck, { only: 'deleted' }).then(
-            () => true,
-            () => false,
-          );
-          // A wake-up may be spurious (events resumed after a lapse): the database decides.
-          if (woken && !(await this.options.tasks.exists(taskId))) await registry.endTask(taskId);
-        }
-      } catch {
-        // The lookup failed (database down): the sessions stay until their reader or idle time ends them.
-      } finally {
-        this.deletionWatches.delete(taskId);
-      }
-    })();
+    return registry.open(key, source, kind, { taskId: task.id, accountId: task.accountId });
   }
 
   /** Whether this node generates `task` (always, on one node): its piece audio grows here. */
