@@ -1,8 +1,8 @@
-// Rate-limit keys no client can multiply: keyed by task id, each random task id would get a fresh
-// budget, and @fastify/rate-limit's in-process LRU (5,000 counters) would let such a flood evict
-// every other client's counter, resetting its budget. Limits are keyed by what a client cannot multiply (its address, its account) and the
-// in-process store never evicts a live counter (src/http/rate-limit.contract.test.ts covers both
-// stores under a flood of keys).
+// Rate-limit keys no client can multiply: keyed by task id, each random task id would get a fresh budget,
+// and @fastify/rate-limit's in-process LRU (5,000 counters) would let such a flood evict every other
+// client's counter, resetting its budget. Limits are keyed by what a client cannot multiply (its address,
+// its account) and the in-process store never evicts a live counter (src/http/rate-limit.contract.test.ts
+// covers both stores under a flood of keys).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';

@@ -63,10 +63,10 @@ export function errorCodeOf(res: FuzzResponse): string | undefined {
 }
 
 /**
- * Checks one response against the suite's invariants: documented status (no 5xx from input but the
- * 503s with Retry-After), the request-id header on every response, error bodies `{status, code, message, requestId}` with
- * exactly the spec keys, `status` = HTTP status, a catalogue code with the catalogue's status,
- * `requestId` on reportable codes only and equal to the header, and JSON success bodies that parse.
+ * Checks one response against the suite's invariants: documented status (no 5xx from input but the 503s
+ * with Retry-After), the request-id header on every response, error bodies `{status, code, message,
+ * requestId}` with exactly the spec keys, `status` = HTTP status, a catalogue code with the catalogue's
+ * status, `requestId` on reportable codes only and equal to the header, and JSON success bodies that parse.
  */
 export function checkResponse(request: FuzzRequest, res: FuzzResponse): string[] {
   const problems: string[] = [];
