@@ -1,5 +1,5 @@
 /**
- * Full-speed readers of one live session against nginx (issue 14): `npm run bench:fanout` (env:
+ * Full-speed readers of one live session against nginx: `npm run bench:fanout` (env:
  * READERS, 500; TARGET_MB of history each reads, 4; AUDIO_SECONDS of the task, 600; SERVER_ENV;
  * SERVER_NODE_ARGS; SCALE_OUT=1 with NODES=2: a second node of the same cluster, half the readers
  * on each — the second relays the session from the first).

@@ -1,5 +1,5 @@
 /**
- * One-shot first byte (issue 14): `npm run bench:first-byte` (env: ALONE, 30 one-shots one after
+ * One-shot first byte: `npm run bench:first-byte` (env: ALONE, 30 one-shots one after
  * another; CONCURRENT, 20 at once; ROUNDS, 3 rounds of them, after WARM_ROUNDS, 2, not counted: a
  * running server has compiled its paths for concurrent one-shots, a fresh one compiles them during
  * its first bursts — their last first bytes are printed).

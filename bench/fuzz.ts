@@ -1,5 +1,5 @@
 /**
- * The long fuzz run of issue 11 ("Suites → Fuzzing"): the CI suite's generators and invariants
+ * The long fuzz run: the CI suite's generators and invariants
  * (test/fuzz/) at ≥ 100k cases. `npx tsx bench/fuzz.ts [--cases 100000] [--raw-share 0.1]
  * [--seed 20110011] [--parallel 8] [--show 20]`. Starts an embedded app on a temporary DATA_DIR
  * with the fuzz settings, creates the fixtures, runs the in-process and raw-socket cases, checks

@@ -1,5 +1,5 @@
 /**
- * Realtime listeners of one live session (issue 14): `npm run bench:listeners` (env: LISTENERS,
+ * Realtime listeners of one live session: `npm run bench:listeners` (env: LISTENERS,
  * 10000; SECONDS of playback each, 30; RAMP connections per second, 2000; AUDIO_SECONDS of the
  * task, 1800; SERVER_ENV; SERVER_NODE_ARGS).
  * The service (embedded defaults, rate limits raised) generates one long task; players in another

@@ -1,5 +1,5 @@
 /**
- * Many live tasks at once (issue 14): `npm run bench:live-tasks` (env: TASKS, 50; ACCOUNTS, 5;
+ * Many live tasks at once: `npm run bench:live-tasks` (env: TASKS, 50; ACCOUNTS, 5;
  * SECONDS, about 60 s of speech per task; SERVER_ENV; SERVER_NODE_ARGS, e.g. `--cpu-prof`).
  * TASKS tasks are created together by ACCOUNTS accounts, and each gets a listener the moment it is
  * created: a player that asks for the task's full stream (retrying STREAM_NOT_READY every 250 ms,

@@ -1,5 +1,5 @@
 /**
- * Idle memory (issue 14): `npm run bench:memory` (env: SETTLE_SECONDS, 70 — past the synthesis
+ * Idle memory: `npm run bench:memory` (env: SETTLE_SECONDS, 70 — past the synthesis
  * threads' idle minute; SESSIONS, 1000; SERVER_BUILD, `dist` — the compiled service `npm start`
  * runs, built first — or `src` for the service under tsx).
  *  1. Starts the service on a new DATA_DIR, reads its resident memory once it answers and again
@@ -7,7 +7,7 @@
  *     in the same run: a bare `node` process (the runtime's own floor). Target: ≤ 250 MB idle.
  *  2. Heap per finished idle session: a task of 200 contents is generated with no stream opened
  *     (the baseline), then a second one while SESSIONS clients each open a content stream of its
- *     second half with a `i` of their own (one stream session each: spec §2.2) and read it to its
+ *     second half with a `i` of their own (one stream session each) and read it to its
  *     end; once that task is generated the sessions are finished and idle, kept for their reclaim
  *     time. The service's
  *     heap after a full collection (a bench-only preload, `--expose-gc`, asked by SIGUSR2), with

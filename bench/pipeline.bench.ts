@@ -1,5 +1,5 @@
 /**
- * Whole embedded pipeline (issue 14): `npm run bench:pipeline [runs]` (also `npm run bench`).
+ * Whole embedded pipeline: `npm run bench:pipeline [runs]` (also `npm run bench`).
  * 1. Stage costs, one stream on one thread each, on a ~300-word paragraph: espeak-ng synthesis
  *    (with the 22.05 → 44.1 kHz resampling in the synthesis worker) and 320 kbps encoding through
  *    the encoder pool (the native LAME addon when it loads, else wasm), as CPU seconds per second

@@ -1,5 +1,5 @@
 /**
- * Finished-audio Range serving vs nginx (issue 14): `npm run bench:serve`
+ * Finished-audio Range serving vs nginx: `npm run bench:serve`
  * (env: SECONDS_PER_RUN, 10; CONNECTIONS, 64; RUNS, 2; LOG_LEVEL of the service, info;
  * SERVER_NODE_ARGS, extra node flags of the service such as "--cpu-prof --cpu-prof-dir=/tmp/prof").
  * The service (embedded defaults) generates one task; its stored MP3 is downloaded and served by

@@ -1,5 +1,5 @@
 /**
- * Load and soak (issue 11, Suites): `npx tsx bench/soak.ts`, a measurement script, not a test.
+ * Load and soak: `npx tsx bench/soak.ts`, a measurement script, not a test.
  * Environment: DURATION (loaded seconds, 600), UNLOADED (seconds, 45), WARMUP (seconds, 15), READERS (500), SESSIONS (20),
  * API_RPS (50), HOSTILE_HEAD_RPS (200), HOSTILE_PREVIEW_RPS (5), HOSTILE_GENERATE_RPS (10),
  * HOSTILE_TASK_CHARS (100000), SERVER_CPUS and CLIENT_CPUS (taskset core lists: the server on one,

@@ -1,5 +1,5 @@
 /**
- * Splitter event-loop benchmark (issue 11 finding 1): `npx tsx bench/splitter-event-loop.bench.ts [runs]`.
+ * Splitter event-loop benchmark: `npx tsx bench/splitter-event-loop.bench.ts [runs]`.
  * Runs the worst input the default limits allow (`worstAllowedPreview`) through the pure splitter and
  * through `POST /api/splitter/preview` on a real app, while `perf_hooks.monitorEventLoopDelay`
  * samples the event loop, and prints the time per input and the max/p99 event-loop delay.

@@ -286,7 +286,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     };
     await http.register(consoleRoutes({ publicUrl: config.publicUrl }));
     await http.register(audioRoutes(tasks, blobs, streams, perAddress));
-    // Stream endpoints: only the task's `auth` query token, never a bearer key (spec §5).
+    // Stream endpoints: only the task's `auth` query token, never a bearer key.
     await http.register(streamRoutes(streams, perAddress));
 
     // Operator API: the admin token only, never a tenant key (and tenant routes never take the admin token).

@@ -119,7 +119,7 @@ describe('admin API', () => {
       'VALIDATION_TOO_LONG',
       /at most 100/,
     );
-    // Issue 11 finding 8: NUL cannot be stored in PostgreSQL text: a 400 naming the field, never a 500.
+    // NUL cannot be stored in PostgreSQL text: a 400 naming the field, never a 500.
     for (const name of ['bad\u0000name', 'bell\u0007']) {
       assertError(await call('POST', '/admin/accounts', { name }), 400, 'VALIDATION_INVALID_VALUE', /name/);
     }

@@ -1,4 +1,4 @@
-// Issue 13 item 5: the CLI's `--json` output for scripts, `voices export` → `voices import --from`
+// The CLI's `--json` output for scripts, `voices export` → `voices import --from`
 // (a round trip between accounts), and `tasks list` / `tasks watch` against a running server.
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';

@@ -1,4 +1,4 @@
-// Issue 13 item 5: `voicegen synth` — a marked dialogue file and a splitter JSON to a valid MP3 of
+// `voicegen synth` — a marked dialogue file and a splitter JSON to a valid MP3 of
 // the right duration, in-process (no server) and through a running server; --json for scripts;
 // clear errors with exit code 1.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Drop-in compatibility (issue 12): the request shapes, download rules and polling loops of public
+// Drop-in compatibility: the request shapes, download rules and polling loops of public
 // clients of the hosted voice API, replayed request for request against the real app over HTTP.
 // Each `describe` names the client and the file its behaviour was read from; the requests are
 // written here from what those files do (no code of theirs is copied). What they depend on is

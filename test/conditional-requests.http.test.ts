@@ -1,8 +1,8 @@
-// Issue 11, finding 14: conditional requests per RFC 9110 on the audio routes, in the order of
-// §13.2.2 (as @fastify/send does): If-Match / If-Unmodified-Since → 412, If-None-Match /
+// Conditional requests per RFC 9110 on the audio routes, in the order of its
+// section 13.2.2 (as @fastify/send does): If-Match / If-Unmodified-Since → 412, If-None-Match /
 // If-Modified-Since → 304, then If-Range, then 416 or 206. On a listening app with a real client:
 // the stored finished audio (whole task and per content, GET and HEAD), the stream endpoints'
-// 302 to it (a redirect ignores preconditions, §13.2.1), and live and finished stream sessions.
+// 302 to it (a redirect ignores preconditions, RFC 9110 section 13.2.1), and live and finished stream sessions.
 import assert from 'node:assert/strict';
 import { createServer, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,4 +1,4 @@
-// Issue 13 item 3: the web console in real Chromium (Debian's, driven by playwright-core): sign in
+// The web console in real Chromium (Debian's, driven by playwright-core): sign in
 // with the first-run link, create a voice and a dialogue task through the UI, play the task's full
 // stream while it is still generating, seek back into what was produced, and see the element
 // reloaded with the finished file (its whole duration) once the live stream ends. The embedded
@@ -221,7 +221,7 @@ describe(
       await page.locator('#download').waitFor();
       await page.screenshot({ path: join(OUTPUT, '3-finished.png'), fullPage: true });
 
-      // What the browser asked of the live stream, and what it was answered (spec 4.1).
+      // What the browser asked of the live stream, and what it was answered.
       assert.ok(exchanges.length > 0, 'the browser read the live stream');
       for (const exchange of exchanges) {
         assert.ok([200, 206].includes(exchange.status), `${exchange.status} for Range ${exchange.range}`);

@@ -1,5 +1,5 @@
-// Regression test of issue 11, finding 15: `response-content-disposition` was lost after the 302 to
-// finished audio. The redirect carries it, and the finished-audio routes honour it (validated the
+// `response-content-disposition` survives the 302 from a stream endpoint to finished audio: the
+// redirect carries it, and the finished-audio routes honour it (validated the
 // same way as on the stream endpoints).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';

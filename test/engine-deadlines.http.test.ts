@@ -1,4 +1,4 @@
-// Issue 11 findings 4 and 13 through the real app, against a local OpenAI-compatible upstream
+// Engine call deadlines and engine errors through the real app, against a local OpenAI-compatible upstream
 // that hangs, stalls mid-body or fails echoing the request's API key:
 //  - every engine call has its own deadline (first byte 500 ms, whole call 8 s here): a hanging or
 //    stalled upstream fails its piece with a clear message and frees the only generation slot at
@@ -139,7 +139,7 @@ function hangingUpstream(): void {
   upstreamHandler = () => undefined;
 }
 
-describe('engine call deadlines (finding 4): first byte 500 ms, whole call 8 s, one generation slot', () => {
+describe('engine call deadlines: first byte 500 ms, whole call 8 s, one generation slot', () => {
   it('an upstream that never answers fails its piece with a clear message; the next task starts at once', async () => {
     hangingUpstream();
     const hung = await createTask('This upstream never answers.', remoteVoiceId);
@@ -191,7 +191,7 @@ describe('engine call deadlines (finding 4): first byte 500 ms, whole call 8 s, 
   });
 });
 
-describe('engine errors (finding 13): generic for tenants, detailed for operators', () => {
+describe('engine errors: generic for tenants, detailed for operators', () => {
   it('an upstream error echoing the API key and its URL reaches tenants as a generic error only', async () => {
     upstreamHandler = (req, res) =>
       void res.writeHead(401, { 'content-type': 'application/json' }).end(

@@ -1,4 +1,4 @@
-// Fault injection on the embedded (single-node) deployment (issue 11, Suites → Fault injection),
+// Fault injection on the embedded (single-node) deployment,
 // through the real app and real file systems, with the figures recorded in docs/reliability.md:
 //  1. the remote engine throws (connection cut) or hangs mid-piece: the task fails with a
 //     tenant-safe error, live readers are cut without JSON after the bytes, the only generation

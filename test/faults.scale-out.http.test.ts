@@ -1,4 +1,4 @@
-// Issue 11, "run the fuzz and fault suites against the scale-out adapters too": one scale-out app
+// The fault and fuzz suites against the scale-out adapters: one scale-out app
 // (in process, listening) on its OWN disposable servers — a private PostgreSQL cluster (initdb +
 // pg_ctl, really restarted), a private redis-server and a private s3rver, each on a free port —
 // so the shared test servers other test files use are never disturbed. Redis killed (idle, while a

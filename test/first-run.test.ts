@@ -1,4 +1,4 @@
-// Issue 13 item 1: a first start on a fresh DATA_DIR creates the first account and prints, once,
+// A first start on a fresh DATA_DIR creates the first account and prints, once,
 // its key and a console URL that signs in with it; restarts and BOOTSTRAP_API_KEY print nothing.
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';

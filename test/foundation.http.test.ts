@@ -1,4 +1,4 @@
-// HTTP conventions of decisions §1–3 on the real app: envelopes, error bodies, request ids, auth, limits.
+// HTTP conventions on the real app: envelopes, error bodies, request ids, auth, limits.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';

@@ -1,7 +1,7 @@
-// Issue 11 finding 11: errors raised by Fastify and by Node's HTTP parser (bad URL encoding, 414, 431,
-// 417, unsupported media type, a malformed request) bypassed the error handler: no request-id header,
-// not the spec's body. `__proto__` keys were refused, and DELETE with a JSON Content-Type and an
-// empty body was a 400. Socket-level cases use raw sockets, so no HTTP client fixes the request up.
+// Errors raised by Fastify and by Node's HTTP parser (bad URL encoding, 414, 431, 417, unsupported
+// media type, a malformed request) go through the one error handler: request-id header and error
+// body. `__proto__` keys are removed, not refused, and DELETE with a JSON Content-Type and an empty
+// body is no 400. Socket-level cases use raw sockets, so no HTTP client fixes the request up.
 import assert from 'node:assert/strict';
 import { Duplex } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
@@ -10,7 +10,7 @@ import { MAX_URL_LENGTH } from '../src/http/server.js';
 import { assertSpecError, parseResponse, rawExchange, UUID } from './helpers/raw-http.js';
 import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
 
-describe('issue 11 finding 11: framework-level errors go through the one error handler', () => {
+describe('framework-level errors go through the one error handler', () => {
   let t: TestApp;
   let port = 0;
   let auth = '';

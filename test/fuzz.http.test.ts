@@ -1,4 +1,4 @@
-// Issue 11, "Suites → Fuzzing": a seeded few thousand cases on every CI run. In process (inject):
+// Fuzzing: a seeded few thousand cases on every CI run. In process (inject):
 // generate/preview/splitter/voice/admin bodies with one or two mutations, broken framing, odd
 // Content-Types and credentials; audio and stream requests with fuzzed ids, contentIndex, auth, i,
 // response-content-disposition and Range/If-* headers; resource routes under odd methods. Over raw
@@ -20,7 +20,7 @@ const RAW_CASES = 600;
 
 const MiB = 1024 * 1024;
 
-describe('issue 11 fuzzing: seeded cases hold every response invariant', () => {
+describe('fuzzing: seeded cases hold every response invariant', () => {
   let t: TestApp;
   let ctx: FuzzContext;
   let port = 0;

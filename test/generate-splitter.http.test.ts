@@ -1,7 +1,6 @@
-// Splitter mode of POST /api/tts/generate (spec 4.3 "Use with the generate endpoint", decisions §4,
-// §7) and POST /api/splitter/preview, through HTTP on the real app; one end-to-end dialogue whose
-// finished MP3 is decoded and measured. The splitting rules themselves are unit-tested in
-// src/splitter/split-text.test.ts; here: request shapes, errors, and what reaches the task.
+// Splitter mode of POST /api/tts/generate and POST /api/splitter/preview, through HTTP on the real app; one
+// end-to-end dialogue whose finished MP3 is decoded and measured. The splitting rules themselves are
+// unit-tested in src/splitter/split-text.test.ts; here: request shapes, errors, and what reaches the task.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';

@@ -1,7 +1,7 @@
-// Issue 11 findings 8–10 (bad input → 500 instead of a clear 400), on a real app:
-// 8: NUL and other control characters in ids and stored strings reached PostgreSQL ("invalid byte sequence");
-// 9: non-finite numbers (1e309) were stored as null and broke the splitter for good;
-// 10: deeply nested JSON overflowed the stack.
+// Bad input is a clear 4xx, never a 500, on a real app:
+// - NUL and other control characters in ids and stored strings would reach PostgreSQL ("invalid byte sequence");
+// - non-finite numbers (1e309) would be stored as null and break the splitter for good;
+// - deeply nested JSON would overflow the stack.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { REQUEST_ID_HEADER } from '../src/http/server.js';
@@ -13,7 +13,7 @@ interface ErrorBody {
   message: string;
 }
 
-describe('issue 11 findings 8–10: bad input is a clear 4xx, never a 500', () => {
+describe('bad input is a clear 4xx, never a 500', () => {
   let t: TestApp;
   let splitterId = '';
   let voiceId = '';
@@ -62,7 +62,7 @@ describe('issue 11 findings 8–10: bad input is a clear 4xx, never a 500', () =
     }
   }
 
-  describe('finding 8: control characters', () => {
+  describe('control characters', () => {
     it('a NUL or control character in a path id is 404 like an unknown id', async () => {
       const cases: Array<[method: 'GET' | 'POST' | 'DELETE', url: string, code: string]> = [
         ['GET', '/api/splitter/a%00b', 'SPLITTER_NOT_FOUND'],
@@ -130,7 +130,7 @@ describe('issue 11 findings 8–10: bad input is a clear 4xx, never a 500', () =
         ['{"text":"<A>Hi","splitterId":"a\\u0000b"}', /splitterId/],
       ];
       for (const [json, mentions] of cases) {
-        // Inside contents[] every bad value is TTS_CONTENTS_INVALID (hosted-api-compat.md).
+        // Inside contents[] every bad value is TTS_CONTENTS_INVALID.
         assertClientError(
           await send('POST', '/api/tts/generate', json),
           400,
@@ -148,7 +148,7 @@ describe('issue 11 findings 8–10: bad input is a clear 4xx, never a 500', () =
     });
   });
 
-  describe('finding 9: non-finite numbers', () => {
+  describe('non-finite numbers', () => {
     it('speechRate 1e309 / -1e309 in a splitter config is 400 on create and on diff update; nothing is stored', async () => {
       for (const n of ['1e309', '-1e309']) {
         const create = await send(
@@ -201,7 +201,7 @@ describe('issue 11 findings 8–10: bad input is a clear 4xx, never a 500', () =
     });
   });
 
-  describe('finding 10: nesting depth', () => {
+  describe('nesting depth', () => {
     it('JSON nested 2,000 and 100,000 deep is 400 VALIDATION_INVALID_FORMAT and the server keeps answering', async () => {
       for (const depth of [2_000, 100_000]) {
         const bodies = [

@@ -1,4 +1,4 @@
-// Spec §8 "Single-content instruct/design progressive stream" (issue 12 item 5), through the real
+// A single-content instruct/design progressive stream, through the real
 // app against a local OpenAI-compatible upstream that serves a real 24 kHz MP3 progressively and
 // holds back its second half until the test releases it:
 //  - the per-content stream of an `instruct_mode: true` piece is the upstream's MP3 byte for byte
@@ -44,7 +44,7 @@ function local(url: string): string {
   return `${u.pathname}${u.search}`;
 }
 
-describe('spec §8: an instruct/design piece on an MP3-delivering engine is forwarded unchanged', () => {
+describe('an instruct/design piece on an MP3-delivering engine is forwarded unchanged', () => {
   let t: TestApp;
   let upstream: FaultUpstream;
   let tone: Buffer;

@@ -1,7 +1,8 @@
-// Issue 11 finding 12: a token passed as `?%61uth=` was logged in full, and database errors logged
-// their SQL parameters (texts, keys). This drives every logged path of a real app at level trace —
-// 2xx/4xx request logs, a forced 500 from a failing insert, a socket-level parse error, hostile
-// spellings of `auth` — captures every line through a pino stream and scans them for the secrets.
+// No credential or database data in any log line: a token passed as `?%61uth=` must be redacted like
+// `?auth=`, and database errors must not log their SQL parameters (texts, keys). This drives every logged
+// path of a real app at level trace — 2xx/4xx request logs, a forced 500 from a failing insert, a
+// socket-level parse error, hostile spellings of `auth` — captures every line through a pino stream and
+// scans them for the secrets.
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -30,7 +31,7 @@ function rawRequest(port: number, text: string): Promise<string> {
   });
 }
 
-describe('issue 11 finding 12: no credential or database data in any log line', () => {
+describe('no credential or database data in any log line', () => {
   let t: TestApp;
   const lines: string[] = [];
   before(async () => {

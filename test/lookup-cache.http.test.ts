@@ -1,4 +1,4 @@
-// The per-node lookup caches of the hot paths (issue 11 load and soak, issue 14 serving): a key
+// The per-node lookup caches of the hot paths: a key
 // that authenticated and a finished task's audio are answered without a database lookup per
 // request for AUTH_CACHE_MS, and forgotten at once when revoked or deleted through the node.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Issue 13 item 6: /metrics is prom-client's exposition, parsed by a Prometheus text parser, and
+// /metrics is prom-client's exposition, parsed by a Prometheus text parser, and
 // counts what happened; /healthz says alive, /readyz says whether the dependencies answer.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';

@@ -1,4 +1,4 @@
-// Issue 13 item 4: /openapi.json is a valid OpenAPI 3.1 document generated from the route schemas,
+// /openapi.json is a valid OpenAPI 3.1 document generated from the route schemas,
 // every registered route is in it with its error responses, the documented examples validate
 // against the documented schemas and are accepted by the API itself, and /docs serves the
 // reference page with its assets from this server (no CDN).

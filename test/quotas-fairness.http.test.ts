@@ -1,4 +1,4 @@
-// Issue 11 finding 3 through the real app: per-account quotas (429 + Retry-After naming the quota,
+// Quotas and fairness through the real app: per-account quotas (429 + Retry-After naming the quota,
 // reported with usage in account info), a generation queue fair across accounts, cancellation of
 // pending and processing tasks (`POST /api/tts/generate/{id}/cancel`, our extension) and one-shot
 // synthesis answering 503 NO_WORKER_AVAILABLE instead of waiting without bound.
@@ -163,7 +163,7 @@ async function holdTheSlot(
   };
 }
 
-/** The spec §2.6 body of a reportable error, with the request id of the header. */
+/** The error body of a reportable error, with the request id of the header. */
 function assertReportable(
   res: { statusCode: number; headers: Record<string, unknown>; json<T>(): T },
   status: number,
@@ -185,7 +185,7 @@ function retryAfter(res: { headers: Record<string, unknown> }): number {
 
 // ---------------------------------------------------------------------------------------------
 
-describe('per-account quotas (issue 11 finding 3)', () => {
+describe('per-account quotas', () => {
   it(`queued tasks: beyond ${MAX_QUEUED} pending or processing → 429 with Retry-After naming the quota; others unaffected`, async () => {
     const slot = await holdTheSlot();
     const flooder = await tenant();
@@ -252,7 +252,7 @@ describe('per-account quotas (issue 11 finding 3)', () => {
   });
 });
 
-describe('a generation queue fair across accounts (issue 11 finding 3)', () => {
+describe('a generation queue fair across accounts', () => {
   it("a flooding account's tasks do not hold back another account's single task", async () => {
     const slot = await holdTheSlot();
     const flooder = await tenant();
@@ -386,7 +386,7 @@ describe('POST /api/tts/generate/{id}/cancel (our extension)', () => {
   });
 });
 
-describe('the short-task lane (issue 11, load and soak)', () => {
+describe('the short-task lane', () => {
   it('one-shots and short tasks are generated while a long task holds every main slot; long ones wait', async () => {
     const holder = await tenant();
     const slot = await holdTheSlot('main', holder);
@@ -416,7 +416,7 @@ describe('the short-task lane (issue 11, load and soak)', () => {
   });
 });
 
-describe('one-shot synthesis with every slot held (issue 11 finding 3)', () => {
+describe('one-shot synthesis with every slot held', () => {
   it('answers 503 NO_WORKER_AVAILABLE with Retry-After after ONE_SHOT_START_TIMEOUT_MS, and cancels its task', async () => {
     const slot = await holdTheSlot();
     const who = await tenant();

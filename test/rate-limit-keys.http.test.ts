@@ -1,9 +1,8 @@
-// Issue 11 finding 7: the stream endpoints were limited per task id and client address, and
-// @fastify/rate-limit's in-process LRU held 5,000 counters: requests with random task ids from one
-// address got a fresh budget each and evicted every other client's counter, resetting its budget.
-// Now limits are keyed by what a client cannot multiply (its address, its account) and the
-// in-process store never evicts a live counter (src/http/rate-limit.contract.test.ts covers both
-// stores under a flood of keys).
+// Rate-limit keys no client can multiply: keyed by task id, each random task id would get a fresh budget,
+// and @fastify/rate-limit's in-process LRU (5,000 counters) would let such a flood evict every other
+// client's counter, resetting its budget. Limits are keyed by what a client cannot multiply (its address,
+// its account) and the in-process store never evicts a live counter (src/http/rate-limit.contract.test.ts
+// covers both stores under a flood of keys).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
@@ -13,7 +12,7 @@ const ATTACKER = '203.0.113.66';
 const VICTIM = '198.51.100.5';
 const STREAM_MAX = 5;
 
-describe('issue 11 finding 7: random task ids cannot reset other clients’ counters', () => {
+describe('random task ids cannot reset other clients’ counters', () => {
   let t: TestApp;
   before(async () => {
     t = await startTestApp({ env: { STREAM_RATE_LIMIT_MAX: String(STREAM_MAX), RATE_LIMIT_MAX: '5' } });

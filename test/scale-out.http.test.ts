@@ -1,4 +1,4 @@
-// Issue 10: two voicegen nodes (separate processes) on one PostgreSQL database, one Redis and one
+// Two voicegen nodes (separate processes) on one PostgreSQL database, one Redis and one
 // S3-compatible store, behind nginx as a plain round-robin load balancer. Any node serves any
 // session with the same bytes and ETag, and the pipeline runs once cluster-wide; rate limits,
 // splitters, voice migrations and key revocations hold across nodes; a node killed mid-build is
@@ -577,7 +577,7 @@ describe('two nodes behind nginx (round robin, no sticky sessions)', () => {
     }
   });
 
-  it("forwards an instruct piece's upstream MP3 unchanged on either node, relayed from its generator (spec §8)", async () => {
+  it("forwards an instruct piece's upstream MP3 unchanged on either node, relayed from its generator", async () => {
     const { key } = await newTenant();
     const voiceId = await remoteVoice(key);
     const relaysBefore = await clusterTotal('voicegen_stream_relay_runs');

@@ -1,4 +1,4 @@
-// Security review of issue 11, one test per item: tenant isolation on every route (found from the
+// Security review, one test per item: tenant isolation on every route (found from the
 // app's own route table, so a new route is covered the day it is added), one constant-time secret
 // compare, 128-bit stream tokens, no SSRF through voice bindings, no path traversal, no header
 // injection, size limits. Log redaction has its own suite (test/log-redaction.http.test.ts).

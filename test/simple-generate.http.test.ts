@@ -341,7 +341,7 @@ describe('one-shot synthesis, errors before the first byte', () => {
       /^text must be at most 500/,
     ],
     ['missing voiceId', { text: 'Hi.' }, 400, 'VALIDATION_MISSING_FIELD', /voiceId/],
-    // Lenient (hosted-api-compat.md): an out-of-range speechRate is dropped, but an emo_switch of
+    // Lenient: an out-of-range speechRate is dropped, but an emo_switch of
     // the wrong length is refused.
     [
       'emo_switch of 3 numbers',
@@ -440,7 +440,7 @@ describe('one-shot synthesis, errors before the first byte', () => {
       assert.equal(res.headers.get('x-service-response-data'), null);
       const err = (await res.json()) as ErrorBody;
       assert.equal(err.code, 'TTS_GENERATE_FAILED');
-      // Generic for the tenant (issue 11 finding 13): the upstream's status and body are only logged.
+      // Generic for the tenant: the upstream's status and body are only logged.
       assert.match(
         err.message,
         /^generation failed: content 0 of task [0-9a-f-]+: the speech engine failed \(engine error\)$/,

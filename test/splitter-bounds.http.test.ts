@@ -1,8 +1,8 @@
-// Regression test for issue 11 finding 1: one preview request with a large pathological splitter
-// input froze every other request for 58.9 s. Each pathological shape of the review (many marks
+// Splitter work is bounded: one preview request with a large pathological splitter input could
+// freeze every other request for a minute. Each pathological shape (many marks
 // sharing an open character, many placeholder keys sharing a first character, a large lookupTable
 // against a text full of brackets, params multiplied by markers, too many markers, too long a text)
-// is now refused with a clear 400 naming the field and the bound, on preview, on generate and on
+// is refused with a clear 400 naming the field and the bound, on preview, on generate and on
 // save; the worst input the bounds allow is answered correctly while /healthz keeps answering.
 // Timings are measured by bench/splitter-event-loop.bench.ts, never asserted here.
 import assert from 'node:assert/strict';
@@ -75,7 +75,7 @@ function pathologicalCases(): Array<{
   ];
 }
 
-describe('splitter work is bounded (issue 11 finding 1)', () => {
+describe('splitter work is bounded', () => {
   let t: TestApp;
   before(async () => {
     t = await startTestApp({ listen: true });

@@ -1,4 +1,4 @@
-// Splitter configurations through HTTP (spec 4.3, decisions §7). The rule-by-rule validation table
+// Splitter configurations through HTTP. The rule-by-rule validation table
 // lives next to the validator (src/splitter/splitter-config.test.ts); here: the HTTP contract.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';

@@ -1,7 +1,7 @@
-// Regression test of issue 11, finding 2: every distinct `i` started a new pipeline and kept its
-// cache for 30 minutes, even for HEAD (100 HEADs → 100 pipelines, 2.65 GB). HEAD never starts a
-// pipeline now; live sessions are capped per task and per account (429 with Retry-After and the
-// spec's error body), and idle sessions are evicted first to make room.
+// Stream sessions are bounded: a session keeps its cache for 30 minutes, so one per distinct `i`
+// (HEAD included) would let 100 HEADs cost 100 pipelines and 2.65 GB. HEAD never starts a
+// pipeline; live sessions are capped per task and per account (429 with Retry-After and the
+// error body), and idle sessions are evicted first to make room.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';

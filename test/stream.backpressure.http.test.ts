@@ -1,4 +1,4 @@
-// Issue 4, backpressure: a client reading 1 KiB/s for 20 s next to a client reading at full speed,
+// Backpressure: a client reading 1 KiB/s for 20 s next to a client reading at full speed,
 // both on one stream session of a real app over real sockets. The server must follow each socket's
 // pace (no buffering of what the slow client has not taken), so the heap stays flat and the fast
 // client is not held back.

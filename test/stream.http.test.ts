@@ -1,4 +1,4 @@
-// Issue 4: the stream endpoints through HTTP on the real app (listening server, node:http client):
+// The stream endpoints through HTTP on the real app (listening server, node:http client):
 // byte stability under 50 concurrent readers, Range/If-Range/416/HEAD, every status and auth
 // branch, header rules, `i` sessions, mid-stream failure, reclaim, rate limit, MP3 validity.
 // Generation runs for real: the embedded espeak engine, and a local OpenAI-compatible upstream
@@ -43,7 +43,7 @@ function assertError(reply: Reply, status: number, code: string, reportable = fa
   return body;
 }
 
-/** Headers every stream answer obeys (spec 4.1 rule 6, spec 7.4). */
+/** Headers every stream answer obeys. */
 function assertHeaderRules(reply: Reply): void {
   for (const name of FORBIDDEN_HEADERS)
     assert.equal(reply.headers[name], undefined, `${name} must never be sent`);
@@ -67,7 +67,7 @@ function assertAudio(reply: Reply, live: boolean): void {
 
 /**
  * HEAD of a live stream that no GET has started: the live headers, and no ETag because no build
- * exists yet (HEAD never starts a pipeline, issue 11 finding 2).
+ * exists yet (HEAD never starts a pipeline).
  */
 function assertLiveHeadWithoutBuild(reply: Reply): void {
   assertHeaderRules(reply);
@@ -331,7 +331,7 @@ describe('a 5-piece task read by 50 concurrent clients while it generates', () =
           if (reply.status === 302) return;
           assert.equal(reply.body.length, 0);
           assertHeaderRules(reply);
-          // HEAD never starts a session (issue 11 finding 2): an ETag only once a GET built one.
+          // HEAD never starts a session: an ETag only once a GET built one.
           if (reply.headers.etag !== undefined) etags.add(String(reply.headers.etag));
           headTimes.push(reply.headersMs);
           return;
@@ -759,7 +759,7 @@ describe('the embedded engine, reclaim and rate limit (idle reclaim 500 ms, 20 r
     const url = (k: number) =>
       `${small.baseUrl}/api/tts/generate/00000000-0000-4000-8000-${String(k).padStart(12, '0')}/stream.mp3`;
     // Earlier tests of this app used part of the address's budget of 20; new task ids add none
-    // (issue 11 finding 7: a budget per task id let one client multiply it at will).
+    // (a budget per task id would let one client multiply it at will).
     let k = 0;
     for (; k < 20; k++) {
       const res = await send(url(k));

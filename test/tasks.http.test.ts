@@ -1,4 +1,4 @@
-// Generation tasks (decisions §4) through HTTP on the real app: real espeak, real encoder, real
+// Generation tasks through HTTP on the real app: real espeak, real encoder, real
 // storage. Covers the audio of a 3-piece task, the task record, list, delete rules, foreign
 // accounts, validation, the worker concurrency bound, restart recovery, stored-audio serving and
 // the remote OpenAI-compatible engine against a local upstream.
@@ -375,7 +375,7 @@ describe('a 3-piece task', () => {
     );
     assert.equal(unknown.res.status, 404);
     assert.equal((JSON.parse(unknown.bytes.toString()) as ErrorBody).code, 'GENERATE_NOT_FOUND');
-    // Stored-audio responses are not the direct-return branch: no billing headers (spec 4.1 rule 6).
+    // Stored-audio responses are not the direct-return branch: no billing headers.
     assert.equal(full.res.headers.get('x-service-audio-id'), null);
     assert.equal(full.res.headers.get('x-service-response-data'), null);
   });
@@ -462,7 +462,7 @@ describe('listing', () => {
     const failed = await list('?status=failed&stream=true');
     assert.equal(failed.total, 1);
     assert.equal(failed.data[0]?.id, failedId);
-    // Generic for the tenant (issue 11 finding 13): the upstream's status and body are only logged.
+    // Generic for the tenant: the upstream's status and body are only logged.
     assert.match(String(failed.data[0]?.error), /: the speech engine failed \(engine error\)$/);
     assert.match(
       String(failed.data[0]?.streamUrl),
@@ -559,7 +559,7 @@ describe('validation', () => {
       [{ contents: [item({ text: '' })] }, 400, 'TTS_TEXT_EMPTY'],
       [{ contents: [{ type: 'text', voiceId }] }, 400, 'VALIDATION_MISSING_FIELD', /text/],
       [{ contents: [{ type: 'text', text: 'Hello.' }] }, 400, 'VALIDATION_MISSING_FIELD', /voiceId/],
-      // Inside contents[] a bad value is TTS_CONTENTS_INVALID naming the field (hosted-api-compat.md).
+      // Inside contents[] a bad value is TTS_CONTENTS_INVALID naming the field.
       [{ contents: [item({ speechRate: 3 })] }, 400, 'TTS_CONTENTS_INVALID', /speechRate/],
       [{ contents: [item({ speechRate: 0.4 })] }, 400, 'TTS_CONTENTS_INVALID', /speechRate/],
       [{ contents: [item({ speechRate: 'fast' })] }, 400, 'TTS_CONTENTS_INVALID', /speechRate/],

@@ -1,4 +1,4 @@
-// Voices and migration to v3.0 (spec 3.2, 4.4; decisions §6) through HTTP on the real app.
+// Voices and migration to v3.0 through HTTP on the real app.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { VoiceImport } from '../src/voices/voice-service.js';
@@ -192,7 +192,7 @@ describe('voices', () => {
     assert.equal((await t.app.services.voices.get(other.accountId, voice.id)).version, 'v2.0');
   });
 
-  describe('migrateV3 (spec 3.2, row by row)', () => {
+  describe('migrateV3', () => {
     for (const from of ['v1.0', 'v2.0'] as const) {
       for (const path of ['/api/voice', '/api/tts/voice']) {
         it(`${from} without LoRA → v3.0, {"status":200} and no data (${path})`, async () => {

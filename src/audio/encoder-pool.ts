@@ -193,7 +193,7 @@ class WorkerEncoderPool implements EncoderPool {
   ) {
     if (!Number.isInteger(size) || size < 1)
       throw new RangeError(`encoder pool size must be a positive integer, got ${size}`);
-    // Workers start with the first stream of their kind: an idle service holds none (issue 14, idle RSS).
+    // Workers start with the first stream of their kind: an idle service holds none.
   }
 
   get openStreams(): number {

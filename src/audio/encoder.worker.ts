@@ -82,7 +82,7 @@ async function handle(req: EncoderRequest): Promise<void> {
  * Requests are handled one per turn of the event loop. Handled straight from the port, a steady
  * flow of encode requests (every stream sends its next chunk as soon as the last is answered) kept
  * the loop from resolving WebAssembly.instantiate: a stream opened meanwhile got no byte until the
- * flow stopped — 8–10 s behind 20 busy streams (issue 14, many live tasks).
+ * flow stopped — 8–10 s behind 20 busy streams.
  */
 const queue: EncoderRequest[] = [];
 let draining = false;

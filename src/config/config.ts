@@ -45,7 +45,7 @@ const envSchema = z.object({
   STREAM_RATE_LIMIT_MAX: intFrom(1, 1_000_000).default(600),
   /** Requests per client address and window to the bearer and /admin routes, counted before the credential is checked. */
   RATE_LIMIT_IP_MAX: intFrom(1, 1_000_000).default(3000),
-  /** Slowloris bounds (issue 11 finding 6): request headers complete within; whole request (headers and body) received within. */
+  /** Slowloris bounds: request headers complete within; whole request (headers and body) received within. */
   HEADERS_TIMEOUT_MS: intFrom(100, 600_000).default(10_000),
   REQUEST_TIMEOUT_MS: intFrom(100, 86_400_000).default(300_000),
   /** Comma-separated addresses/CIDRs (or loopback, linklocal, uniquelocal) of reverse proxies whose X-Forwarded-For is believed. */
@@ -99,7 +99,7 @@ const envSchema = z.object({
   FIRST_RUN_ACCOUNT: z.enum(['true', 'false', '1', '0']).default('true'),
   SHORT_TASK_MAX_CHARS: intFrom(0, 1_000_000).default(500),
   SHORT_TASK_CONCURRENCY: intFrom(0, 64).default(32),
-  /** Per-account quotas (issue 11 finding 3); 0 = unlimited. Pending plus processing tasks. */
+  /** Per-account quotas; 0 = unlimited. Pending plus processing tasks. */
   ACCOUNT_MAX_QUEUED_TASKS: intFrom(0, 1_000_000).default(100),
   /**
    * Tasks of one account processing at once, on every node together. Default: half a node's
@@ -124,13 +124,13 @@ const envSchema = z.object({
   MP3_ENCODER: z.enum(['auto', 'native', 'wasm']).default('auto'),
   MAX_TEXT_LENGTH: intFrom(1, 1_000_000).default(10_000),
   MAX_CONTENTS: intFrom(1, 10_000).default(200),
-  /** Markers (placeholder keys and bracket spans) one splitter-mode text may hold (issue 11 finding 1). */
+  /** Markers (placeholder keys and bracket spans) one splitter-mode text may hold. */
   SPLITTER_MAX_MARKERS: intFrom(1, 1_000_000).default(1000),
   BODY_LIMIT_BYTES: intFrom(1024, 1 << 30).default(2 * 1024 * 1024),
   UPLOAD_LIMIT_BYTES: intFrom(1024, 1 << 31).default(100 * 1024 * 1024),
   /** JSON object: name → {baseUrl, apiKey?, defaultModel?} of OpenAI-compatible speech endpoints. */
   REMOTE_ENGINES: z.string().optional(),
-  /** Engine calls (issue 11 finding 4): connect, wait for response headers, whole piece. */
+  /** Engine calls: connect, wait for response headers, whole piece. */
   ENGINE_CONNECT_TIMEOUT_MS: intFrom(100, 3_600_000).default(10_000),
   ENGINE_FIRST_BYTE_TIMEOUT_MS: intFrom(100, 3_600_000).default(30_000),
   ENGINE_CALL_TIMEOUT_MS: intFrom(100, 3_600_000).default(120_000),
@@ -205,7 +205,7 @@ export interface AppConfig {
   embeddedDbCacheMb: number;
   /** Per account (`max`), per client address on stream and audio routes (`streamMax`) and before authentication (`ipMax`). */
   rateLimit: { max: number; windowMs: number; streamMax: number; ipMax: number };
-  /** HTTP server bounds (issue 11 finding 6); `trustProxy`: proxies whose X-Forwarded-For gives `request.ip`. */
+  /** HTTP server bounds; `trustProxy`: proxies whose X-Forwarded-For gives `request.ip`. */
   http: {
     headersTimeoutMs: number;
     requestTimeoutMs: number;
@@ -216,7 +216,7 @@ export interface AppConfig {
   /** Bearer token of /metrics; undefined = loopback clients only. */
   metricsToken: string | undefined;
   streamIdleReclaimMs: number;
-  /** Bounds of the live stream sessions of one node (issue 11 finding 2); 0 = unbounded. */
+  /** Bounds of the live stream sessions of one node; 0 = unbounded. */
   streamSessions: { maxPerTask: number; maxPerAccount: number; cacheBudgetBytes: number };
   generationConcurrency: number;
   /** How long an authenticated key's account is remembered (AccountService); 0 = never. */
@@ -227,7 +227,7 @@ export interface AppConfig {
   blobMemoryCacheBytes: number;
   /** The short-task lane; null = off (every task shares the GENERATION_CONCURRENCY slots). */
   shortTasks: { maxChars: number; concurrency: number } | null;
-  /** Per-account quotas (issue 11 finding 3); 0 = unlimited. */
+  /** Per-account quotas; 0 = unlimited. */
   accountQuotas: { maxQueuedTasks: number; maxConcurrentTasks: number; dailyCharacters: number };
   /** What one account may keep stored (ACCOUNT_MAX_SPLITTERS, …; storage/storage-limits.ts); 0 = unlimited. */
   storageLimits: {

@@ -6,7 +6,7 @@
 
 interface CodeInfo {
   readonly status: number;
-  /** Reportable-tier errors carry `requestId` in the body (decisions §1). */
+  /** Reportable-tier errors carry `requestId` in the body. */
   readonly reportable?: boolean;
 }
 
@@ -34,14 +34,14 @@ export const ERROR_CATALOGUE = {
   RESOURCE_NOT_FOUND: { status: 404 },
   VOICE_CREATING: { status: 409 },
   UPLOAD_TOO_LARGE: { status: 413 },
-  /** Protocol-level refusals (issue 11 finding 11): the client must change how it sends, not what. */
+  /** Protocol-level refusals: the client must change how it sends, not what. */
   REQUEST_TIMEOUT: { status: 408 },
   REQUEST_URI_TOO_LONG: { status: 414 },
   REQUEST_UNSUPPORTED_MEDIA_TYPE: { status: 415 },
   REQUEST_EXPECTATION_FAILED: { status: 417 },
   REQUEST_HEADERS_TOO_LARGE: { status: 431 },
   RANGE_NOT_SATISFIABLE: { status: 416 },
-  /** If-Match / If-Unmodified-Since did not hold on an audio route (issue 11 finding 14). */
+  /** If-Match / If-Unmodified-Since did not hold on an audio route. */
   PRECONDITION_FAILED: { status: 412 },
   RATE_LIMIT_EXCEEDED: { status: 429, reportable: true },
   SYSTEM_INTERNAL_ERROR: { status: 500, reportable: true },
@@ -49,9 +49,9 @@ export const ERROR_CATALOGUE = {
   TTS_SPLITTER_METADATA_INVALID: { status: 500, reportable: true },
   STORAGE_UNAVAILABLE: { status: 503, reportable: true },
   NO_WORKER_AVAILABLE: { status: 503, reportable: true },
-  /** The stream session caches of a node are full of sessions in use (issue 11 finding 2). */
+  /** The stream session caches of a node are full of sessions in use. */
   STREAM_CAPACITY_EXHAUSTED: { status: 503, reportable: true },
-  /** The node is shutting down: retry (the load balancer sends it to another node) (issue 11 finding 6). */
+  /** The node is shutting down: retry (the load balancer sends it to another node). */
   SYSTEM_SHUTTING_DOWN: { status: 503, reportable: true },
 } as const satisfies Record<string, CodeInfo>;
 

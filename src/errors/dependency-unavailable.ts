@@ -2,7 +2,7 @@
  * Recognises the errors of a backing service that cannot be reached or went away — PostgreSQL
  * restarting, Redis down, the S3-compatible store refusing connections or failing on its side — so
  * the one error handler answers them as 503 STORAGE_UNAVAILABLE with Retry-After instead of a 500:
- * the request was fine, the client should retry (issue 11, scale-out faults).
+ * the request was fine, the client should retry.
  */
 import { AppError } from './app-error.js';
 

@@ -1,5 +1,5 @@
 /**
- * The route schemas of the API (issue 13): what each route takes and answers, as zod schemas built
+ * The route schemas of the API: what each route takes and answers, as zod schemas built
  * from the domain's own validators (content items, voice creation, paging, operator bodies), so the
  * OpenAPI document (src/http/openapi.ts) cannot drift from what the service accepts. Every route
  * lists the error codes it may answer, grouped by status from the one error catalogue.
@@ -71,7 +71,7 @@ function envelope(data: z.ZodType, extra: z.ZodRawShape = {}): z.ZodType {
   return z.object({ status: z.literal(200), message: z.literal('OK').optional(), data, ...extra });
 }
 
-/** `{status: 200}` without data (deletes, migrations; spec 4.4 has no message either). */
+/** `{status: 200}` without data (deletes, migrations: no message either). */
 const okNoData = z.object({ status: z.literal(200), message: z.literal('OK').optional() });
 
 /** A list page: `{status: 200, data: [...], total}`. */
@@ -129,7 +129,7 @@ const streamQuery = z.object({
   i: z
     .string()
     .optional()
-    .describe('Session id (spec 4.1): readers with the same i share one live session; 1–64 of [A-Za-z0-9_-]'),
+    .describe('Session id: readers with the same i share one live session; 1–64 of [A-Za-z0-9_-]'),
   'response-content-disposition': z
     .string()
     .optional()
@@ -259,7 +259,7 @@ const splitterConfigSchema = z
     splitterMarks: z
       .array(z.string())
       .optional()
-      .describe('Markers that start an utterance, e.g. "<A>" or "{tag}" patterns (spec 4.3)'),
+      .describe('Markers that start an utterance, e.g. "<A>" or "{tag}" patterns'),
     lookupTable: z
       .record(
         z.string(),
@@ -395,7 +395,7 @@ const taskBase = {
   type: z.string().describe('contents or splitter'),
   createdAt: timestamp,
   error: z.string().optional().describe('Why the task failed'),
-  streamUrl: z.string().optional().describe('The full-task MP3 stream with its auth token (spec 4.1)'),
+  streamUrl: z.string().optional().describe('The full-task MP3 stream with its auth token'),
 };
 const taskContentSchema = z.looseObject({
   index: z.int(),
@@ -560,7 +560,7 @@ const redirectAnswer = {
   },
 };
 
-/** Schemas of the stream routes (spec 4.1, 4.2). */
+/** Schemas of the stream routes. */
 export const streamSchemas = {
   fullStream: route({
     summary: "The task's full MP3 stream",

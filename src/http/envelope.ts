@@ -1,4 +1,4 @@
-/** Success envelopes of decisions §1. */
+/** Success envelopes: `{status: 200, data}` (or `{status: 200, message, data}`). */
 
 export interface OkEnvelope<T> {
   status: 200;

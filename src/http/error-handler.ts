@@ -4,7 +4,7 @@
  * are mapped to catalogue codes; anything else is logged and answered as a reportable 500 without
  * leaking internals. Errors Node's HTTP parser raises before a request exists (malformed request,
  * headers or request line too large, timeouts) are rendered here too, as raw HTTP on the socket
- * with the same body and request-id header (issue 11 finding 11).
+ * with the same body and request-id header.
  */
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
@@ -13,7 +13,7 @@ import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } fr
 import { AppError, isAppError } from '../errors/app-error.js';
 import { dependencyUnavailable, isDependencyUnavailable } from '../errors/dependency-unavailable.js';
 
-/** The response header that carries every request's id (spec §7 rule 4). */
+/** The response header that carries every request's id. */
 export const REQUEST_ID_HEADER = 'X-Service-App-Request-Id';
 
 /** Longest request target (path and query) the service reads; longer ones are 414 (Node has no such limit). */
@@ -75,7 +75,7 @@ export function toAppError(err: unknown): AppError {
   return new AppError('SYSTEM_INTERNAL_ERROR', 'internal error', { cause: err });
 }
 
-/** The JSON error body of spec §2.6 for `err`; `requestId` only on the reportable tier. */
+/** The JSON error body `{status, code, message, requestId}` for `err`; `requestId` only on the reportable tier. */
 export function errorBody(err: AppError, requestId: string): ErrorBody {
   const body: ErrorBody = { status: err.status, code: err.code, message: err.message };
   if (err.reportable) body.requestId = requestId;
@@ -111,7 +111,7 @@ export function handleError(err: unknown, request: FastifyRequest, reply: Fastif
   if (appError.code === 'SYSTEM_INTERNAL_ERROR') request.log.error({ err }, 'unhandled error');
   else if (appError.status >= 500) request.log.error({ err: appError }, appError.message);
   if (reply.sent || reply.raw.headersSent) {
-    // Bytes already flowed (spec 4.1 rule 4): cut the connection instead of appending a JSON body.
+    // Bytes already flowed: cut the connection instead of appending a JSON body.
     reply.raw.destroy();
     return;
   }
@@ -175,7 +175,7 @@ export function clientErrorToAppError(err: ClientError): AppError {
   }
 }
 
-/** A complete HTTP/1.1 error response (spec §2.6 body, request-id header), for writing to a raw socket. */
+/** A complete HTTP/1.1 error response (error body, request-id header), for writing to a raw socket. */
 export function rawErrorResponse(err: AppError, requestId: string): string {
   const body = JSON.stringify(errorBody(err, requestId));
   const headers = {

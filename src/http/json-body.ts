@@ -1,10 +1,10 @@
 /**
  * The JSON body parser every route shares: Fastify's own parser (secure-json-parse), preceded by a
- * nesting-depth limit (issue 11 finding 10: a body nested 2,000 deep overflowed the stack in
- * recursive code after parsing). The depth scan is iterative, so hostile input never recurses, and
+ * nesting-depth limit (a body nested 2,000 deep would overflow the stack in recursive code after
+ * parsing). The depth scan is iterative, so hostile input never recurses, and
  * it runs before JSON.parse and before anything walks the parsed value.
  *
- * Issue 11 finding 11: `__proto__` keys and `constructor.prototype` are removed while parsing
+ * `__proto__` keys and `constructor.prototype` are removed while parsing
  * instead of refusing the body (a client echoing such keys is not an attacker; nothing downstream
  * can merge them into a prototype because they are gone), and an empty body is no body (`undefined`)
  * even when Content-Type says JSON (DELETE/POST from clients that always send the header); routes

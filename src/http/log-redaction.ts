@@ -1,5 +1,5 @@
 /**
- * What the logs must never hold (issue 11 finding 12): credentials (stream `auth` tokens in any
+ * What the logs must never hold: credentials (stream `auth` tokens in any
  * spelling of the parameter name, API keys, bearer tokens, the admin token, remote engines' keys),
  * what users wrote (the one-shot GET form's `text`, a download's file name, any parameter the
  * service does not know) and the data a database error carries (SQL text, parameters, the failing

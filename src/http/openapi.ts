@@ -1,5 +1,5 @@
 /**
- * The OpenAPI 3.1 document (issue 13): `@fastify/swagger` collects every route's `schema` — zod
+ * The OpenAPI 3.1 document: `@fastify/swagger` collects every route's `schema` — zod
  * schemas from src/http/api-schemas.ts, built from the domain's own validators — and this module
  * turns them into JSON Schema (zod's `toJSONSchema`, draft 2020-12, which OpenAPI 3.1 speaks).
  * Served at `/openapi.json`, with a reference page at `/docs` (`@fastify/swagger-ui`, its assets
@@ -123,7 +123,7 @@ export async function registerOpenApi(app: FastifyInstance, info: OpenApiInfo): 
             in: 'query',
             name: 'auth',
             description:
-              "The task's stream token, from `streamUrl` in the task's record (spec §5): the only credential of stream and audio URLs.",
+              "The task's stream token, from `streamUrl` in the task's record: the only credential of stream and audio URLs.",
           },
           adminToken: {
             type: 'http',

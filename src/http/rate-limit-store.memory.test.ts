@@ -1,4 +1,4 @@
-// The in-process rate-limit counters (issue 11 finding 7): fixed windows, bounded memory, and no
+// The in-process rate-limit counters: fixed windows, bounded memory, and no
 // eviction of a live counter, however many new keys arrive.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

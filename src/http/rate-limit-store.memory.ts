@@ -1,5 +1,5 @@
 /**
- * The in-process counter store of the rate limits (issue 11 finding 7): fixed windows per key in a
+ * The in-process counter store of the rate limits: fixed windows per key in a
  * bounded map that never drops a counter whose window is still running. @fastify/rate-limit's own
  * store is an LRU of 5,000 keys, so requests under new keys evicted everyone's live counters and
  * reset their budgets; here expired windows are swept first, and when the map is full of live

@@ -76,7 +76,7 @@ for (const fixture of fixtures) {
       }
     });
 
-    // Issue 11 finding 7: @fastify/rate-limit's in-process LRU (5,000 keys) dropped live counters
+    // @fastify/rate-limit's in-process LRU (5,000 keys) dropped live counters
     // when requests came under many new keys, so everyone's budget started over.
     it('a flood of new keys never resets the counter of another key', async () => {
       const app = await appWith(fixture.store(50), `r${String(++rules)}`);

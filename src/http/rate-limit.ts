@@ -2,7 +2,7 @@
  * The one rate-limit registration of the service (@fastify/rate-limit): a fixed window per key, a
  * 429 RATE_LIMIT_EXCEEDED with `Retry-After` beyond it, counted in process (embedded) or in Redis so
  * that every node of a scale-out cluster counts the same requests. Keys are never multipliable by
- * a client (issue 11 finding 7): a client address (IPv6 by /64) or an authenticated account, and the
+ * a client: a client address (IPv6 by /64) or an authenticated account, and the
  * in-process store never evicts a live counter (src/http/rate-limit-store.memory.ts).
  */
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';

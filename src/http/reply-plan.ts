@@ -1,7 +1,7 @@
 /**
  * Writes a stream response description (status, headers, body stream) with Fastify. `reply.send`
  * pipes the body with socket backpressure and destroys it when the client goes away; a body that
- * fails after the headers went out cuts the connection in the error handler (spec 4.1 rule 4).
+ * fails after the headers went out cuts the connection in the error handler.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyReply } from 'fastify';

@@ -28,7 +28,7 @@ export async function sendBlob(
   /** Content-Disposition the client asked for (already validated), if any. */
   contentDisposition?: string,
 ): Promise<FastifyReply> {
-  // A hot blob is one buffer in memory: its metadata and bytes without I/O (issue 14: serving).
+  // A hot blob is one buffer in memory: its metadata and bytes without I/O.
   const held = blobs.held?.(key);
   const info = held?.info ?? (await blobs.stat(key));
   if (!info) throw errors.notFound('RESOURCE_NOT_FOUND', 'audio');

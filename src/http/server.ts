@@ -3,7 +3,7 @@
  * X-Service-App-Request-Id on every response, the one error handler (also for errors Fastify and
  * Node's HTTP parser raise before a route runs), 404 RESOURCE_NOT_FOUND for unknown routes, and logs
  * that never contain credentials or the data of database errors (src/http/log-redaction.ts).
- * Slow clients are bounded (issue 11 finding 6): headers and the whole request must arrive in time,
+ * Slow clients are bounded: headers and the whole request must arrive in time,
  * else 408; during shutdown, requests on open connections get 503 SYSTEM_SHUTTING_DOWN.
  */
 import { randomUUID } from 'node:crypto';

@@ -1,5 +1,5 @@
 /**
- * Refuses route parameters and query values that no stored record can hold (issue 11 finding 8):
+ * Refuses route parameters and query values that no stored record can hold:
  * a NUL or other control character in an id reached PostgreSQL ("invalid byte sequence") → 500.
  * Such an id names nothing, so it answers the same 404 as an unknown id of that resource; such a
  * query value is a 400 naming the parameter. One hook for every route, present and future.

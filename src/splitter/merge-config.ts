@@ -1,5 +1,5 @@
 /**
- * Diff-update semantics of a splitter config (decisions §7): objects are deep-merged, arrays (and
+ * Diff-update semantics of a splitter config: objects are deep-merged, arrays (and
  * every other non-object value) replace what was there, and `null` deletes the key.
  *
  * Decisions where the spec is silent:

@@ -1,8 +1,8 @@
-// Issue 11 finding 1: the splitter was rewritten to run in linear time (one Aho–Corasick pass for the
+// The splitter runs in linear time (one Aho–Corasick pass for the
 // placeholder keys, indexed close characters, a tag index for lookupTable). This file keeps the
 // previous implementation verbatim as the reference and checks on random small inputs, chosen to
 // collide (shared key prefixes, keys inside keys, marks sharing an open or a close, surrogate halves),
-// that the rewrite splits every text exactly as it did.
+// that the linear splitter splits every text exactly as it did.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
@@ -73,7 +73,7 @@ function entryMatches(entry: CompiledEntry, present: ReadonlySet<string>): boole
   );
 }
 
-/** The splitter before issue 11 finding 1, verbatim: quadratic in places, but the semantics to keep. */
+/** The previous splitter, verbatim: quadratic in places, but the semantics to keep. */
 function referenceSplitText(text: string, config: SplitterConfig): Utterance[] {
   // Keys bucketed by first code unit, longest first, so each position checks only plausible keys.
   const keysByFirst = new Map<string, string[]>();

@@ -1,5 +1,5 @@
 /**
- * Splits text into utterances with a validated splitter config (decisions §7).
+ * Splits text into utterances with a validated splitter config.
  *
  * The text is scanned left to right. At each position, in priority order:
  * 1. a placeholder key appearing literally starts a new utterance (the longest key wins);
@@ -33,7 +33,7 @@
  *   utterance — also for an unmatched bracket — and null for text before any marker.
  * - Each utterance gets its own shallow copy of the params.
  *
- * Cost (issue 11 finding 1): linear in the text plus the config, times the markers found for the
+ * Cost: linear in the text plus the config, times the markers found for the
  * per-marker work. The longest key at every position comes from one Aho–Corasick pass; the close
  * characters' positions from one pass; a bracket's lookupTable entry from a tag index, not a scan of
  * the table. `maxMarkers` stops the scan at the first marker past the bound, so a text cannot

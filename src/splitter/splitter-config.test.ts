@@ -11,7 +11,7 @@ import {
 
 const voice = { voiceId: 'v1' };
 
-/** Each rule of spec 4.3 with at least one passing and one failing case; `error` is a regex on the message. */
+/** Each splitter config rule with at least one passing and one failing case; `error` is a regex on the message. */
 const cases: Array<{ name: string; config: unknown; error?: RegExp }> = [
   // Rule 1: config is a non-array object.
   { name: 'r1 ok: object with a placeholder', config: { '<A>': voice } },

@@ -1,10 +1,10 @@
 /**
- * Validation of a splitter `config` object (spec 2.4 and 4.3, rules 1–6), nothing stricter.
+ * Validation of a splitter `config` object, nothing stricter.
  *
- * Decisions where the spec is silent:
+ * Decisions the rules leave open:
  * - A placeholder entry's contents are free-form; only `voiceId` (string) and `speechRate` (number)
  *   are type-checked, and only when present. A placeholder without `voiceId` is valid: it inherits
- *   the voice in force (decisions §7). The same two type checks apply to lookupTable entries and to
+ *   the voice in force. The same two type checks apply to lookupTable entries and to
  *   `fallbackConfig`, because their parameters flow into the same typed `UtteranceParams`.
  * - "Present" means an own property, whatever its value: `{fallbackConfig: null}` is present and
  *   fails rule 5; it does not count as absent.
@@ -302,7 +302,7 @@ export function cloneJson<T>(value: T): T {
   return out as T;
 }
 
-/** Checks `config` against spec 4.3 rules 1–6; returns a typed copy in input key order or throws TTS_SPLITTER_INVALID. */
+/** Checks `config` against the splitter config rules; returns a typed copy in input key order or throws TTS_SPLITTER_INVALID. */
 export function validateSplitterConfig(config: unknown): SplitterConfig {
   // Rule 1.
   if (!isPlainRecord(config)) invalid(`config must be a non-array object, got ${describeType(config)}`);

@@ -15,7 +15,7 @@ import { mergeConfigDiff } from './merge-config.js';
 import { checkSplitterConfigBounds, validateSplitterConfig, type SplitterConfig } from './splitter-config.js';
 import type { SplitterStore, SplitterUsage } from './splitter-store.js';
 
-/** The public representation of a splitter configuration (spec 2.3). */
+/** The public representation of a splitter configuration. */
 export interface Splitter {
   id: string;
   name: string;

@@ -3,7 +3,7 @@
  * bytes and metadata of blobs read at least twice that fit the budget (least recently used give
  * their memory up first); other blobs are read through. Without it every finished-audio request made
  * two round trips to the bucket (HEAD, then a ranged GET): 485 requests/s against 21,000 for nginx
- * on the same file (issue 14, `SCALE_OUT=1 npm run bench:serve`).
+ * on the same file.
  *
  * Blobs are written once per key in practice (a task's audio, a voice's files); a key written again
  * elsewhere (a piece regenerated after a node failed) is noticed when its metadata is revalidated,

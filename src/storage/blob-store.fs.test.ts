@@ -1,5 +1,5 @@
 // FsBlobStore beyond the shared contract: the temporary files of writes a killed process never
-// finished are removed at start (issue 11, finding 16), and nothing else is; the open-file cache.
+// finished are removed at start, and nothing else is; the open-file cache.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { readdirSync, readlinkSync } from 'node:fs';
@@ -83,7 +83,7 @@ async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-describe('FsBlobStore open-file cache (issue 14: serving finished audio)', () => {
+describe('FsBlobStore open-file cache', () => {
   it('reuses one descriptor per blob across reads, bounded, and closes them all on close', async () => {
     const root = await realpath(await tempDir());
     const store = new FsBlobStore(root, { maxOpenFiles: 3 });

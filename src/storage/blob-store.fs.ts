@@ -2,7 +2,7 @@
  * BlobStore on the local file system under a root folder (DATA_DIR/blobs by default). Blobs are
  * written once under a key (a put renames a new file over it), so the descriptors and metadata of
  * recently read blobs are kept open in a bounded cache: a Range request of a finished file then
- * costs one positional read, not a stat, an open, a read and a close (issue 14: serving). Hot blobs
+ * costs one positional read, not a stat, an open, a read and a close. Hot blobs
  * are kept in memory by CachedBlobStore in front of this store (src/adapters.ts). Every change
  * through this store forgets the cached entry; this process is the data dir's only writer.
  */

@@ -265,7 +265,7 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
 
     test('a chain of transactions, each begun when the one before commits, lets the event loop turn', async () => {
       // A burst of task creations or claims is such a chain; waited for on the spot in one turn of
-      // the loop, 50 of them held it for up to a second (issue 14, many live tasks).
+      // the loop, 50 of them held it for up to a second.
       const TRANSACTIONS = 200;
       let done = 0;
       let doneWhenTurned: number | undefined;

@@ -38,7 +38,7 @@ export interface PgliteDatabaseOptions {
 
 /**
  * The embedded database's default page cache in MiB. PostgreSQL's own default (128 MiB) is written
- * at start, so it was resident in every idle service (issue 14, idle memory); the service's tables
+ * at start, so it was resident in every idle service; the service's tables
  * are small and pages not cached here are read from the OS's file cache.
  */
 const DEFAULT_CACHE_MB = 16;

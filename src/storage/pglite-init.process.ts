@@ -1,9 +1,9 @@
 /**
- * Child process that creates a new embedded database (initdb) in the folder given as its argument
- * and applies every migration, then exits 0 (1 with the error on stderr). The memory initdb and the
- * migrations leave behind (WebAssembly, allocator and heap) goes away with the process: done in a
- * worker thread of the service, ~100 MiB of it stayed resident for its whole life (issue 14, idle
- * memory); the service then opens a database like on any restart.
+ * Child process that creates a new embedded database (initdb) in the folder given as its argument and
+ * applies every migration, then exits 0 (1 with the error on stderr). The memory initdb and the migrations
+ * leave behind (WebAssembly, allocator and heap) goes away with the process: done in a worker thread of the
+ * service, ~100 MiB of it would stay resident for its whole life; the service then opens a database like on any
+ * restart.
  */
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely } from 'kysely';

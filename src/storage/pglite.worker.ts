@@ -2,7 +2,7 @@
  * Worker thread that owns the embedded database (PGlite) of the service: it opens DATA_DIR/db and
  * answers the main thread's statements one at a time (src/storage/database.pglite.ts). PGlite runs
  * PostgreSQL in WebAssembly on the thread that calls it; here, a long statement no longer stops the
- * main thread from answering HTTP requests (issue 11, load and soak; issue 14, one-shot first byte).
+ * main thread from answering HTTP requests.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite, protocol, types } from '@electric-sql/pglite';

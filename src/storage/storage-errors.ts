@@ -1,7 +1,7 @@
 /**
  * Disk failures told apart from bugs: a full, over-quota or read-only file system (or a failing
  * device) under DATA_DIR is the operator's to fix, so it becomes 503 STORAGE_UNAVAILABLE with a
- * message a tenant may read, never a 500 "internal error" (issue 11, fault injection).
+ * message a tenant may read, never a 500 "internal error".
  */
 import { AppError, isAppError } from '../errors/app-error.js';
 

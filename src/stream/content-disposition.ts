@@ -1,5 +1,5 @@
 /**
- * Validates the `response-content-disposition` query value of the stream endpoints (decisions §5)
+ * Validates the `response-content-disposition` query value of the stream endpoints
  * and turns it into a safe `Content-Disposition` header (RFC 6266; RFC 8187 for `filename*`).
  * Anything outside the small accepted grammar is a 400, never a header passed through as given.
  */

@@ -69,7 +69,7 @@ const MALFORMED = [
 ];
 
 const rows: Row[] = [
-  // ---- unfinished: everything but one closed range is the live 200 (decisions §5)
+  // ---- unfinished: everything but one closed range is the live 200
   ['U no Range', U, {}, live],
   ['U open from 0', U, { rangeHeader: 'bytes=0-' }, live],
   ['U open from middle (reconnect)', U, { rangeHeader: 'bytes=500-' }, live],
@@ -370,7 +370,7 @@ void describe('resolveRangePlan', () => {
   });
 });
 
-// ---- Conditional requests (issue 11 finding 14, RFC 9110 §13.2.2): 412 → 304 → If-Range → 416 → 206.
+// ---- Conditional requests (RFC 9110 §13.2.2): 412 → 304 → If-Range → 416 → 206.
 
 const notModified = (finished: boolean): RangePlan => ({
   kind: 'not-modified',

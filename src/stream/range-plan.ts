@@ -1,6 +1,6 @@
 /**
  * Decides how to answer a GET/HEAD for a stream session that may still be growing or for finished
- * audio (decisions §5; RFC 9110 §13 conditional requests, §14 Range/Content-Range). Pure: the
+ * audio (RFC 9110 §13 conditional requests, §14 Range/Content-Range). Pure: the
  * caller supplies the request's header fields and the resource's state and gets back a description
  * of the response, decided in the order of RFC 9110 §13.2.2 (as `@fastify/send` does): If-Match /
  * If-Unmodified-Since → 412, If-None-Match / If-Modified-Since → 304, If-Range, then 416 or 206.
@@ -107,7 +107,7 @@ function toPos(digits: string): number {
 
 /**
  * Parses `Range` strictly per RFC 9110 §14.1–14.2. Returns null when the header must be ignored:
- * a unit other than `bytes` (§14.2: "MUST ignore"), or an invalid ranges-specifier (§14.2: "MAY
+ * a unit other than `bytes` (RFC 9110 §14.2: "MUST ignore"), or an invalid ranges-specifier (RFC 9110 §14.2: "MAY
  * ignore"; range-parser would instead drop `5-3` silently and answer 416).
  */
 function parseRangeSpecs(header: string): RangeSpec[] | null {
@@ -115,10 +115,10 @@ function parseRangeSpecs(header: string): RangeSpec[] | null {
   const eq = value.indexOf('=');
   if (eq <= 0) return null;
   const unit = value.slice(0, eq);
-  // §14.1: range units are compared case-insensitively.
+  // RFC 9110 §14.1: range units are compared case-insensitively.
   if (!TOKEN.test(unit) || unit.toLowerCase() !== 'bytes') return null;
   const specs: RangeSpec[] = [];
-  // §5.6.1: a list may carry OWS and empty elements, which recipients ignore.
+  // RFC 9110 §5.6.1: a list may carry OWS and empty elements, which recipients ignore.
   for (const raw of value.slice(eq + 1).split(',')) {
     const item = raw.replace(/^[ \t]+|[ \t]+$/g, '');
     if (item === '') continue;
@@ -126,7 +126,7 @@ function parseRangeSpecs(header: string): RangeSpec[] | null {
     if (int !== null) {
       const first = toPos(int[1] ?? '');
       const last = int[2] === '' || int[2] === undefined ? null : toPos(int[2]);
-      // §14.1.1: a range-spec whose last-pos is less than its first-pos is invalid.
+      // RFC 9110 §14.1.1: a range-spec whose last-pos is less than its first-pos is invalid.
       if (last !== null && last < first) return null;
       specs.push({ kind: 'int', first, last });
       continue;
@@ -141,7 +141,7 @@ function parseRangeSpecs(header: string): RangeSpec[] | null {
   return specs.length === 0 ? null : specs;
 }
 
-/** Serialises specs for range-parser; suffixes longer than the representation mean all of it (§14.1.2). */
+/** Serialises specs for range-parser; suffixes longer than the representation mean all of it (RFC 9110 §14.1.2). */
 function toRangeParserHeader(specs: readonly RangeSpec[], size: number): string {
   const parts = specs.map((s) =>
     s.kind === 'suffix'
@@ -169,7 +169,7 @@ const OWS = /[ \t]/;
 
 /**
  * Parses `"*" / #entity-tag` strictly. An opaque-tag may contain commas (etagc includes %x2C), so
- * the list is tokenised, not split. Empty list elements are skipped (§5.6.1); anything else that is
+ * the list is tokenised, not split. Empty list elements are skipped (RFC 9110 §5.6.1); anything else that is
  * not an entity-tag (an unquoted tag, `*` inside a list, a lowercase `w/`) makes the whole value
  * unparsable, and the caller decides what that means for its field.
  */
@@ -184,7 +184,7 @@ function parseEtagCondition(header: string): EtagCondition {
       i++;
       continue;
     }
-    // §8.8.3: weak = %s"W/" (case-sensitive).
+    // RFC 9110 §8.8.3: weak = %s"W/" (case-sensitive).
     const weak = value.startsWith('W/', i);
     if (weak) i += 2;
     if (value.charAt(i) !== '"') return { kind: 'unparsable' };
@@ -219,7 +219,7 @@ export function parseHttpDate(value: string, now: Date = new Date()): number | n
   if ((m = IMF_FIXDATE.exec(text)) !== null) fields = [m[3], m[2], m[1], m[4], m[5], m[6]];
   else if ((m = ASCTIME_DATE.exec(text)) !== null) fields = [m[6], m[1], m[2], m[3], m[4], m[5]];
   else if ((m = RFC850_DATE.exec(text)) !== null) {
-    // §5.6.7: a two-digit year that would be more than 50 years in the future is the most recent
+    // RFC 9110 §5.6.7: a two-digit year that would be more than 50 years in the future is the most recent
     // past year with those digits.
     const thisYear = now.getUTCFullYear();
     let year = Math.floor(thisYear / 100) * 100 + Number(m[3]);
@@ -262,16 +262,16 @@ export interface PreconditionTarget {
 /** What the preconditions decide: go on (If-Range, Range), 412, or 304. */
 export type PreconditionOutcome = 'pass' | 'precondition-failed' | 'not-modified';
 
-/** Whole seconds: HTTP-dates have one-second resolution (§5.6.7), Last-Modified is sent truncated. */
+/** Whole seconds: HTTP-dates have one-second resolution (RFC 9110 §5.6.7), Last-Modified is sent truncated. */
 function seconds(ms: number): number {
   return Math.floor(ms / 1000);
 }
 
 /**
  * Evaluates the preconditions of a GET/HEAD in the order of RFC 9110 §13.2.2 (the caller only does
- * so when the answer without them would be 2xx: 401/403/404/302 come first, §13.2.1):
+ * so when the answer without them would be 2xx: 401/403/404/302 come first, RFC 9110 §13.2.1):
  * 1. If-Match: `*` holds for any representation; otherwise a **strong** match is needed (a weak
- *    tag never matches, §13.1.1); false → 412. An unparsable value holds for nothing → 412.
+ *    tag never matches, RFC 9110 §13.1.1); false → 412. An unparsable value holds for nothing → 412.
  * 2. Without If-Match, If-Unmodified-Since: modified after the date → 412 (ignored when the value is
  *    not an HTTP-date or the representation has no Last-Modified).
  * 3. If-None-Match: **weak** comparison, `*` matches any representation; a match → 304 for GET/HEAD.
@@ -312,8 +312,8 @@ export function evaluatePreconditions(
 }
 
 /**
- * Plans the response for one GET/HEAD of a possibly-growing session (decisions §5, RFC 9110 §13,
- * §14). Preconditions first (`evaluatePreconditions`: 412, 304), then If-Range and Range. Unfinished: 200 live unless a single closed range `a-b` is asked, which waits for byte b (`wait`)
+ * Plans the response for one GET/HEAD of a possibly-growing session (RFC 9110 §13, §14).
+ * Preconditions first (`evaluatePreconditions`: 412, 304), then If-Range and Range. Unfinished: 200 live unless a single closed range `a-b` is asked, which waits for byte b (`wait`)
  * and then becomes a 206 `bytes a-b/*`. Finished: 200 with length, 206 for the first satisfiable
  * range (never multipart), or 416. HEAD gets the GET answer's status and headers, but a closed
  * range not yet produced gets the live 200 instead of a wait.
@@ -344,7 +344,7 @@ export function planRange(input: RangePlanInput): RangePlan {
       : { kind: 'full', status: 200, etag, size: finalSize };
 
   // HEAD is planned exactly as a GET (RFC 9110 §9.3.2: "the same header fields … as it would have
-  // sent if the request method had been GET"; §14.2 defines range handling for GET, whose answer
+  // sent if the request method had been GET"; RFC 9110 §14.2 defines range handling for GET, whose answer
   // HEAD mirrors), except that it never waits: see the `wait` case below.
   if (input.rangeHeader === undefined) return whole;
   const specs = parseRangeSpecs(input.rangeHeader);
@@ -365,10 +365,10 @@ export function planRange(input: RangePlanInput): RangePlan {
   }
 
   const parsed = rangeParser(finalSize, toRangeParserHeader(specs, finalSize), { combine: true });
-  // -1: no satisfiable range (§14.1.1; every range of an empty representation is unsatisfiable).
+  // -1: no satisfiable range (RFC 9110 §14.1.1; every range of an empty representation is unsatisfiable).
   if (parsed === -1) return { kind: 'unsatisfiable', status: 416, etag, size: finalSize };
   if (parsed === -2) return whole; // cannot happen for the normalised header; ignoring is the safe answer
-  // Decisions §5: never multipart — answer the first satisfiable (combined) range alone.
+  // Never multipart — answer the first satisfiable (combined) range alone.
   const first = parsed[0];
   if (first === undefined) return { kind: 'unsatisfiable', status: 416, etag, size: finalSize };
   return { kind: 'partial', status: 206, etag, start: first.start, end: first.end, total: finalSize };
@@ -410,7 +410,7 @@ export function contentRangeHeader(plan: ResponsePlan): string | undefined {
     case 'partial':
       return `bytes ${String(plan.start)}-${String(plan.end)}/${String(plan.total)}`;
     case 'unsatisfiable':
-      // §14.4: unsatisfied-range = "*/" complete-length
+      // RFC 9110 §14.4: unsatisfied-range = "*/" complete-length
       return `bytes */${String(plan.size)}`;
     case 'live':
     case 'full':

@@ -1,10 +1,10 @@
 /**
- * The stream sessions of this process, by key (spec §2.2: task id and `i`; per content also the
- * content index). A request gets the live session of its key or creates it; the first request of
+ * The stream sessions of this process, by key (task id and `i`; per content also the content
+ * index). A request gets the live session of its key or creates it; the first request of
  * a key starts the pipeline, so it runs once per session build. Idle and failed sessions leave the
  * registry; the next request for their key builds a new session (new cache, new ETag).
  *
- * Bounded (issue 11 finding 2): at most `maxPerTask` live sessions per task and `maxPerAccount`
+ * Bounded: at most `maxPerTask` live sessions per task and `maxPerAccount`
  * per account, and the session caches on disk within `cacheBudgetBytes`. A new session first
  * evicts idle sessions (no request holds them; least recently used first) to stay within these
  * bounds; when every session in the way is in use, it is refused with a clear error.
@@ -17,7 +17,7 @@ import { StreamSession, type SessionSource } from './stream-session.js';
 export interface SessionRegistryOptions {
   /** Where the session caches are created (ready before the first `open`). */
   files: GrowingFileFolder;
-  /** Sliding idle time after which a session without leases is reclaimed (spec §8: 30 minutes). */
+  /** Sliding idle time after which a session without leases is reclaimed (30 minutes by default). */
   idleReclaimMs: number;
   /** Live sessions one task may have (distinct `i` / content keys); 0 = unbounded. */
   maxPerTask?: number | undefined;

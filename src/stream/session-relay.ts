@@ -38,7 +38,7 @@ export interface SessionRelay {
   open(nodeUrl: string, target: RelayTarget, signal: AbortSignal): Promise<RelayedSession>;
 }
 
-/** The owner answered with a redirect to the finished audio (spec 3.1): pass it on. */
+/** The owner answered with a redirect to the finished audio: pass it on. */
 export class RelayRedirect extends Error {
   constructor(readonly location: string) {
     super('the stream owner redirected to the finished audio');

@@ -1,5 +1,5 @@
 /**
- * The audio pipeline of one stream session (spec §2.2, decisions §5): the PCM of the task's pieces
+ * The audio pipeline of one stream session: the PCM of the task's pieces
  * in index order as generation produces them, the silence after each (its `interval`) except the
  * last, all through ONE continuous MP3 encoder; or, per content, that piece alone (an
  * instruct/design piece's own engine MP3, when its engine delivered one).
@@ -43,7 +43,7 @@ async function* orderedPieces(
  * task is generated on this node, the encoding its generation makes anyway is forwarded instead:
  * the task's merged MP3, or for a task of one piece that piece's canonical MP3 — the same bytes
  * (one encoder over the same PCM and silences, none after the last piece), encoded once per
- * second of audio instead of twice (issue 14: many live tasks).
+ * second of audio instead of twice.
  */
 export async function* fullTaskAudio(
   deps: PipelineDeps,
@@ -67,8 +67,8 @@ export async function* fullTaskAudio(
 /**
  * MP3 bytes of one content piece alone: the MP3 generation makes of it while it is synthesised
  * (the canonical encoding, no silence), forwarded as it grows; for an instruct/design piece whose
- * engine delivered MP3 itself, that MP3 unchanged (spec §8: the engine's 24 kHz MP3, neither
- * 320 kbps nor 44.1 kHz). A complete piece with no MP3 kept beside its PCM is encoded here.
+ * engine delivered MP3 itself, that MP3 unchanged (the engine's 24 kHz MP3, neither 320 kbps nor
+ * 44.1 kHz). A complete piece with no MP3 kept beside its PCM is encoded here.
  */
 export async function* contentAudio(
   deps: PipelineDeps,

@@ -1,5 +1,5 @@
 /**
- * Query and path checks shared by the stream endpoints (decisions §3, §5): the session id `i`, the
+ * Query and path checks shared by the stream endpoints: the session id `i`, the
  * content index and the task's `auth` token.
  */
 import { AppError } from '../errors/app-error.js';

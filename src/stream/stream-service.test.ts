@@ -544,7 +544,7 @@ describe('stream sessions', () => {
   });
 });
 
-describe('bounded sessions (issue 11 finding 2)', () => {
+describe('bounded sessions', () => {
   const unbounded: StreamSessionBounds = { maxPerTask: 0, maxPerAccount: 0, cacheBudgetBytes: 0 };
   beforeEach(async () => {
     root = await mkdtemp(join(tmpdir(), 'stream-bounds-'));

@@ -1,5 +1,5 @@
 /**
- * The stream endpoints' domain (spec 3.1, 4.1, 4.2, 5; decisions §3, §5): checks the query and the
+ * The stream endpoints' domain: checks the query and the
  * task's `auth` token, picks the branch (302 to finished audio, STREAM_NOT_READY, or the MP3
  * stream), opens the session of the request's key, plans Range/If-Range and returns a response
  * description that the HTTP layer writes. Knows nothing of Fastify.
@@ -45,7 +45,7 @@ export interface StreamServiceOptions {
   encoders: EncoderPool;
   /** Where the session caches live (a folder of this service's own under DATA_DIR/stream-cache). */
   cacheFiles: GrowingFileFolder;
-  /** Sliding idle time after which a session is reclaimed (spec §8: 30 minutes). */
+  /** Sliding idle time after which a session is reclaimed (30 minutes by default). */
   idleReclaimMs: number;
   /** Scale-out: this node's place in the cluster; absent on a single node. */
   cluster?: StreamCluster | undefined;
@@ -130,7 +130,7 @@ const MP3 = 'audio/mpeg';
 /** Spec 3.1: only these statuses stream; any other is STREAM_NOT_READY. */
 const STREAMABLE = new Set(['processing', 'generated']);
 
-/** The registry key of a session: task, content (null = the whole task) and `i` (spec §2.2). */
+/** The registry key of a session: task, content (null = the whole task) and `i`. */
 function sessionKey(taskId: string, contentIndex: number | null, i: string): string {
   return JSON.stringify([taskId, contentIndex, i]);
 }
@@ -230,7 +230,7 @@ class DefaultStreamService implements StreamService {
     await this.files.remove();
   }
 
-  /** 401 missing token → 404 unknown task → 403 wrong token (decisions §3). */
+  /** 401 missing token → 404 unknown task → 403 wrong token. */
   private async authorize(taskId: string, query: Readonly<Record<string, unknown>>): Promise<StreamTaskView> {
     const token = requireAuthToken(query.auth);
     const task = await this.options.tasks.streamView(taskId);
@@ -287,7 +287,7 @@ class DefaultStreamService implements StreamService {
     }
     request.signal.throwIfAborted();
     const key = sessionKey(task.id, contentIndex, i);
-    // Issue 11 finding 14: `If-None-Match: *` matches whatever build a request would start, so with
+    // `If-None-Match: *` matches whatever build a request would start, so with
     // no session for the key the 304 is answered without starting a pipeline that nobody reads
     // (other tags are decided against the build's ETag below, which a relayed build shares).
     if (
@@ -296,7 +296,7 @@ class DefaultStreamService implements StreamService {
     ) {
       return { status: 304, headers: { 'Cache-Control': 'no-store' }, body: null };
     }
-    // HEAD reads nothing: it never starts a pipeline or a relay (issue 11 finding 2). With no
+    // HEAD reads nothing: it never starts a pipeline or a relay. With no
     // session for its key it answers the live headers a GET would get, without the ETag of a
     // build that does not exist yet (RFC 9110 §9.3.2 lets HEAD omit what only the content fixes).
     const lease =
@@ -334,7 +334,7 @@ class DefaultStreamService implements StreamService {
       if (plan.kind === 'precondition-failed') throw preconditionFailed();
       if (plan.kind === 'not-modified') {
         release();
-        // §15.4.5: no body; the ETag and the Cache-Control a 200 of this session would carry.
+        // RFC 9110 §15.4.5: no body; the ETag and the Cache-Control a 200 of this session would carry.
         const cache = plan.finished ? 'private, no-cache' : 'no-store';
         return { status: 304, headers: { ...planHeaders(plan), 'Cache-Control': cache }, body: null };
       }
@@ -361,7 +361,7 @@ class DefaultStreamService implements StreamService {
       return { status: plan.status, headers, body };
     } catch (err) {
       release();
-      // The owner node found the task finished meanwhile: pass its redirect on (spec 3.1).
+      // The owner node found the task finished meanwhile: pass its redirect on.
       if (err instanceof RelayRedirect) return redirect(err.location, query);
       throw err;
     }

@@ -1,5 +1,5 @@
 /**
- * One stream session (spec §2.2): one build of the audio of a (task, `i`) or (task, content, `i`)
+ * One stream session: one build of the audio of a (task, `i`) or (task, content, `i`)
  * key. Its source runs once and appends to a growing file on disk; every request reads from
  * that cache. Each build has its own cache file and its own strong ETag. The source is this node's
  * audio pipeline, or (scale-out) a relay of the build that another node runs, whose ETag it takes.

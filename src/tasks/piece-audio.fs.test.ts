@@ -207,7 +207,7 @@ describe('readers waiting for pieces (batched state lookups)', () => {
   });
 });
 
-describe('engine MP3 of a piece (spec §8 instruct/design pieces)', () => {
+describe('engine MP3 of a piece', () => {
   async function readAll(reader: NodeJS.ReadableStream): Promise<Buffer> {
     const parts: Buffer[] = [];
     for await (const chunk of reader) parts.push(chunk as Buffer);

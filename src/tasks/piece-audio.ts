@@ -3,7 +3,7 @@
  * generation as it is synthesised and read by stream sessions while it grows, and each piece's MP3
  * beside it: the canonical encoding, made while the PCM is written (one encode per piece: its
  * per-content stream forwards those bytes and they are what is stored), or, for an
- * instruct/design piece whose engine delivers MP3 (spec §8), that MP3 unchanged. A task of several
+ * instruct/design piece whose engine delivers MP3, that MP3 unchanged. A task of several
  * pieces also has its merged MP3, made while its pieces are written; full-task streams forward it
  * (and a one-piece task's piece MP3) instead of encoding the same audio again. Readers wait on
  * TaskEvents, never poll. The adapter keeps them as growing files on this node's disk
@@ -35,8 +35,7 @@ export type PieceStatesLookup = (
  * A PieceStateLookup that answers the lookups of one task made in the same turn of the event loop
  * with one `lookupMany` call. Readers waiting for pieces look again at every change of their task:
  * without this, N waiting readers made N database reads per change, and a task with 1,000 streams
- * waiting on its later contents took minutes of database work to generate (issue 14, idle
- * sessions benchmark).
+ * waiting on its later contents took minutes of database work to generate.
  */
 export function batchedPieceStates(lookupMany: PieceStatesLookup): PieceStateLookup {
   type Waiter = { resolve: (status: PieceStatus) => void; reject: (err: unknown) => void };
@@ -78,7 +77,7 @@ export function batchedPieceStates(lookupMany: PieceStatesLookup): PieceStateLoo
 export type PieceMp3Source =
   /** Encoded here from the piece's PCM as it arrives (the canonical 320 kbps encoding). */
   | { kind: 'encode'; encoders: EncoderPool; signal: AbortSignal; interactive?: boolean }
-  /** The engine's own MP3 (spec §8 instruct/design pieces), given through `appendMp3`. */
+  /** The engine's own MP3, given through `appendMp3`. */
   | { kind: 'engine' }
   /** None kept: readers encode the PCM themselves (what pieces written before this had). */
   | { kind: 'none' };
@@ -101,7 +100,7 @@ export interface PieceAudioSource {
    */
   openPiece(taskId: string, idx: number, signal: AbortSignal): Promise<Readable>;
   /**
-   * The MP3 of a piece (its canonical encoding, or the engine's own for a spec §8 piece), like
+   * The MP3 of a piece (its canonical encoding, or the engine's own for an instruct/design piece), like
    * openPiece: waits until the piece has started (or is complete) and returns a stream of those
    * bytes that follows the piece while it is generated; null when the piece keeps no MP3 (started
    * with `none`, or written before MP3s were kept beside the PCM). Rejects like openPiece.

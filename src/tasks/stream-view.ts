@@ -1,4 +1,4 @@
-/** What the stream endpoints need to know about a task (and nothing of billing: spec 4.1 rule 6). */
+/** What the stream endpoints need to know about a task (and nothing of billing: stream answers carry none). */
 import type { PieceStatus, TaskStatus } from '../storage/schema.js';
 
 export interface StreamPieceView {

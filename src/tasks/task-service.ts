@@ -1,5 +1,5 @@
 /**
- * Generation tasks (decisions §4): creation from contents or splitter mode (within the account's
+ * Generation tasks: creation from contents or splitter mode (within the account's
  * quotas), detail with billing, list, delete, cancel, and the stream endpoints' view. Generation
  * itself is the TaskRunner's job.
  */
@@ -206,13 +206,13 @@ export class TaskService implements StreamTaskLookup {
 
   /**
    * What the audio and stream routes read of finished tasks, which never change but for their
-   * deletion: served without a database lookup per request (issue 14: finished-audio serving).
+   * deletion: served without a database lookup per request.
    */
   private readonly finished: TtlCache<string, FinishedTask>;
   /**
    * Lookups of unfinished tasks in flight: requests for the same task that arrive meanwhile share
    * the answer instead of queueing their own (a crowd of listeners joining one live session made
-   * 1,000 lookups, serialised on the database, and waited seconds: issue 14, bench:listeners).
+   * 1,000 lookups, serialised on the database, and waited seconds).
    */
   private readonly lookingUp = new Map<string, Promise<FinishedTask>>();
 
@@ -510,7 +510,7 @@ export class TaskService implements StreamTaskLookup {
     return `${this.publicUrl}/api/tts/generate/${taskId}/live.mp3?auth=${authToken}`;
   }
 
-  /** The task's full stream (spec 4.1: a 302 to the stored file once there is one). */
+  /** The task's full stream (a 302 to the stored file once there is one). */
   streamUrl(taskId: string, authToken: string): string {
     return `${this.publicUrl}/api/tts/generate/${taskId}/stream.mp3?auth=${authToken}`;
   }

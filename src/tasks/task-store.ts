@@ -64,7 +64,7 @@ export interface NewTask {
 /** The error of a task its client cancelled (`POST /api/tts/generate/{id}/cancel`). */
 export const CANCELLED_BY_CLIENT = 'cancelled by the client';
 
-/** Per-account limits (issue 11 finding 3); 0 = unlimited. */
+/** Per-account limits; 0 = unlimited. */
 export interface AccountQuotas {
   /** Pending plus processing tasks an account may have. */
   maxQueuedTasks: number;
@@ -133,7 +133,7 @@ export class TaskStore {
    * admissions and claims of one account are serialized across every node and counts are exact.
    * A refusal is answered by one read before any transaction: an account flooding past its quota
    * (thousands of refusals) then holds no lock, and on the embedded database does not keep its one
-   * session for a transaction each (issue 11, the soak); the locked count still decides admissions.
+   * session for a transaction each; the locked count still decides admissions.
    */
   async insert(
     { task, pieces }: NewTask,

@@ -1,6 +1,6 @@
 /**
  * Voice characters: create, list, detail, delete, professional-cloning upload and version
- * migration (spec 3.2 and 4.4; migrateV2 follows the same flow one version lower).
+ * migration (to v3.0; migrateV2 follows the same flow one version lower).
  */
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
@@ -68,7 +68,7 @@ export const languageSchema = z
   );
 
 export const createVoiceSchema = z.object({
-  // Stored strings refuse NUL and other control characters (issue 11 finding 8).
+  // Stored strings refuse NUL and other control characters.
   name: storableString().trim().min(1).max(100),
   engine: voiceBindingSchema.optional(),
   modelVersion: z.string().optional(),
@@ -289,7 +289,7 @@ export class VoiceService {
   }
 
   /**
-   * Migrates a voice to v3.0 (spec 3.2) or v2.0. The conditional update makes concurrent calls
+   * Migrates a voice to v3.0 or v2.0. The conditional update makes concurrent calls
    * safe: exactly one succeeds, the others then see the new version and get NOT_NEEDED.
    */
   async migrate(accountId: string, id: string, target: MigrationTarget): Promise<void> {

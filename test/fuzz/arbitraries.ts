@@ -1,5 +1,5 @@
 /**
- * fast-check generators of the fuzz suite (issue 11, "Suites → Fuzzing"), shared by the CI test
+ * fast-check generators of the fuzz suite, shared by the CI test
  * (test/fuzz.http.test.ts) and the long run (bench/fuzz.ts). Mostly-valid requests with one or two
  * mutations find more than noise: each family starts from the real shape of a route's input
  * (generate bodies, splitter configs, voice bodies, stream/audio queries and conditional headers)
@@ -195,7 +195,7 @@ const voiceRef = fc.constantFrom(
 );
 const marker = fc.constantFrom('<A>', '<B>', '【N】', '[x]', '{y}', '(z)');
 
-/** A valid splitter config (spec 2.4) whose voices do not exist. */
+/** A valid splitter config whose voices do not exist. */
 export const splitterConfig: fc.Arbitrary<JsonValue> = fc
   .record({
     placeholders: fc.uniqueArray(marker, { maxLength: 3 }),

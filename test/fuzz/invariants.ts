@@ -1,5 +1,5 @@
 /**
- * The invariants every response of the fuzz suite must hold (issue 11, "Suites → Fuzzing"), shared
+ * The invariants every response of the fuzz suite must hold, shared
  * by the CI test (test/fuzz.http.test.ts) and the long run (bench/fuzz.ts). Each check returns the
  * violations it found instead of throwing, so the long run can count them and go on.
  */
@@ -63,10 +63,10 @@ export function errorCodeOf(res: FuzzResponse): string | undefined {
 }
 
 /**
- * Checks one response against the suite's invariants: documented status (no 5xx from input but the
- * 503s with Retry-After), the request-id header on every response, spec §2.6 error bodies with
- * exactly the spec keys, `status` = HTTP status, a catalogue code with the catalogue's status,
- * `requestId` on reportable codes only and equal to the header, and JSON success bodies that parse.
+ * Checks one response against the suite's invariants: documented status (no 5xx from input but the 503s
+ * with Retry-After), the request-id header on every response, error bodies `{status, code, message,
+ * requestId}` with exactly the spec keys, `status` = HTTP status, a catalogue code with the catalogue's
+ * status, `requestId` on reportable codes only and equal to the header, and JSON success bodies that parse.
  */
 export function checkResponse(request: FuzzRequest, res: FuzzResponse): string[] {
   const problems: string[] = [];

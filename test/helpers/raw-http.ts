@@ -90,7 +90,7 @@ export function assertSpecError(res: RawResponse, status: number, code: string):
   assert.equal(body.status, status);
   assert.equal(body.code, code);
   assert.equal(typeof body.message, 'string');
-  // None of these is on the reportable tier (decisions §1): no requestId in the body.
+  // None of these is on the reportable tier: no requestId in the body.
   assert.equal('requestId' in body, false, res.body);
   assert.deepEqual(Object.keys(body).sort(), ['code', 'message', 'status']);
 }

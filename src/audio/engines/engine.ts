@@ -9,7 +9,7 @@ import type { VoiceBinding } from './engine-registry.js';
 
 export type { VoiceBinding } from './engine-registry.js';
 
-/** One piece of text to speak. Engines ignore the fields they have no use for (decisions §4), e.g. espeak ignores seed and preset. */
+/** One piece of text to speak. Engines ignore the fields they have no use for, e.g. espeak ignores seed and preset. */
 export interface SynthesisRequest {
   text: string;
   voice: VoiceBinding;
@@ -62,7 +62,7 @@ export interface SpeechEngine {
    */
   synthesizeWithMarks?: (req: SynthesisRequest, signal: AbortSignal) => AsyncIterable<EngineAudio>;
   /**
-   * Present on engines that deliver MP3 themselves (the remote engine): for spec §8's
+   * Present on engines that deliver MP3 themselves (the remote engine): for
    * instruct/design pieces, whose MP3 is forwarded unchanged. One engine call, asked for
    * FORWARDED_MP3_SAMPLE_RATE, yields the engine's own MP3 bytes exactly as they arrive, each
    * chunk with the canonical PCM decoded from it (the full-task stream and merged audio are made
@@ -77,7 +77,7 @@ export interface EngineMp3Chunk {
   pcm: Int16Array;
 }
 
-/** Sample rate asked of an engine whose MP3 is forwarded unchanged (spec §8: 24 kHz MP3 requested upstream). */
+/** Sample rate asked of an engine whose MP3 is forwarded unchanged. */
 export const FORWARDED_MP3_SAMPLE_RATE = 24_000;
 
 /** Lowest and highest accepted speechRate (duration multiplier). */

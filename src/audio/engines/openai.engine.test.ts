@@ -216,7 +216,7 @@ describe('remote OpenAI-compatible engine', () => {
     await assert.rejects(speak(), failedWith('failed', /without any decodable audio|undecodable/));
   });
 
-  it('synthesizeMp3 (spec §8): asks for 24 kHz MP3, hands the upstream bytes over unchanged with the same PCM', async () => {
+  it('synthesizeMp3: asks for 24 kHz MP3, hands the upstream bytes over unchanged with the same PCM', async () => {
     const upstream = await ffmpegMp3(speech, 24000);
     let body: unknown;
     const serve = serveMp3(upstream);

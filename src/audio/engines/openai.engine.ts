@@ -3,7 +3,7 @@
  * decoded while it downloads (mpg123 wasm, gapless), downmixed to mono and resampled to 44.1 kHz,
  * so audio flows on before the upstream has finished. For the stream and the merged audio that
  * PCM is re-encoded by the one continuous encoder, which keeps joins gapless. `synthesizeMp3`
- * (spec §8, instruct/design pieces) makes the same call asking for 24 kHz (`sample_rate`, as
+ * makes the same call asking for 24 kHz (`sample_rate`, as
  * OpenAI-compatible servers such as Kokoro-FastAPI accept; one that ignores it sends its own
  * rate) and hands over the upstream's MP3 bytes unchanged alongside the PCM decoded from them.
  */

@@ -3,7 +3,7 @@
  * token alone. `:account` is an account id or name. Without an admin token the routes are not
  * registered at all, so /admin answers 404 RESOURCE_NOT_FOUND like any unknown path.
  * Revocation is `POST /admin/keys/:keyId/revoke` (a revoked key stays listed, so it is no delete).
- * Rate-limited per client address, counted before the token is checked (issue 11 finding 6).
+ * Rate-limited per client address, counted before the token is checked.
  */
 import type { FastifyInstance } from 'fastify';
 import type { AdminService } from '../../admin/admin-service.js';

@@ -2,7 +2,7 @@
  * Stored finished audio (metadata.audio and metadata.contents[n].audio), guarded by the task's
  * `auth` token like the stream endpoints, served with Range support and, when the client names one
  * (also through the stream endpoints' 302), `response-content-disposition`. Rate-limited per client
- * address (issue 11 finding 6), like the stream endpoints, with counters of its own.
+ * address, like the stream endpoints, with counters of its own.
  *
  * And `…/{id}/live.mp3`, the one-shot answer's `streamUrl`: the task's full stream while it is
  * generated, the stored file afterwards, from the same URL and never through a redirect — the

@@ -1,5 +1,5 @@
 /**
- * The web console (issue 13): static files from `web/` (plain ES modules, no build step, nothing
+ * The web console: static files from `web/` (plain ES modules, no build step, nothing
  * from a CDN) — `/` is its page, `/console/*` its script and style. Not part of the API: unknown
  * paths stay JSON 404s.
  *

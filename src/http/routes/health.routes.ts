@@ -3,7 +3,7 @@
  * scale-out, Redis and S3 answer: 200, or 503 naming what does not); GET /metrics: Prometheus
  * metrics (src/http/metrics.prom.ts). All are limited per client address (counted on this node:
  * they describe this node), and /metrics
- * is for operators only (issue 11 finding 6): with METRICS_TOKEN it takes `Authorization: Bearer
+ * is for operators only: with METRICS_TOKEN it takes `Authorization: Bearer
  * <METRICS_TOKEN>`; without, it answers only clients on the loopback address that did not come
  * through a proxy (docs/decisions.md).
  */

@@ -5,7 +5,7 @@
  *  - `GET /api/tts/simple-generate.mp3`: the same fields as query parameters, always the MP3 bytes.
  * The MP3 answer is chunked audio/mpeg with `X-Service-Audio-Id` and `X-Service-Response-Data` (and
  * their hosted-API names `X-Reecho-Audio-Id`, `X-Reecho-Response-Data`), the
- * only responses that carry these headers (spec 4.1 rule 6). Errors before the first byte are
+ * only responses that carry these headers. Errors before the first byte are
  * JSON; a failure after it cuts the stream.
  */
 import { Readable } from 'node:stream';

@@ -1,5 +1,5 @@
 /**
- * Splitter configuration routes (spec 4.3, decisions §7); envelopes are `{status:200, data}`.
+ * Splitter configuration routes; envelopes are `{status:200, data}`.
  * `POST /api/splitter/preview` shows how a text splits (generation's own parsing) without a task.
  */
 import type { FastifyInstance } from 'fastify';

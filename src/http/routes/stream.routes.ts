@@ -1,8 +1,8 @@
 /**
- * The four stream endpoints (spec 4.1, 4.2). Registered outside the bearer-auth scope: the only
- * credential is the task's `auth` query token (spec 5 rule 2), so a bearer header neither helps nor
- * hurts. Rate-limited per client address: never per task id, which a client can make up at will
- * (issue 11 finding 7); sessions per task are bounded by the stream service. GET and HEAD of stream.mp3 are registered
+ * The four stream endpoints. Registered outside the bearer-auth scope: the only
+ * credential is the task's `auth` query token, so a bearer header neither helps nor
+ * hurts. Rate-limited per client address: never per task id, which a client can make up at will;
+ * sessions per task are bounded by the stream service. GET and HEAD of stream.mp3 are registered
  * separately: Fastify's automatic HEAD would run the GET handler and follow the stream.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';

@@ -1,5 +1,5 @@
 /**
- * Generation task routes (decisions §4): create, detail, list, delete, and our extensions
+ * Generation task routes: create, detail, list, delete, and our extensions
  * `POST /api/tts/generate/{id}/cancel` and `POST /api/tts/generate/{id}/rotate-token`.
  * Bearer-protected.
  */

@@ -1,6 +1,6 @@
 /**
  * Voice routes under /api/voice and the legacy alias /api/tts/voice (every path), including
- * migrateV3 (spec 4.4: `{"status":200}` and no data) and migrateV2.
+ * migrateV3 (`{"status":200}` and no data) and migrateV2.
  */
 import { Transform, type Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';

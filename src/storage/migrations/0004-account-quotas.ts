@@ -1,5 +1,5 @@
 /**
- * Per-account quotas and cancellation (issue 11 finding 3): characters accepted per account per
+ * Per-account quotas and cancellation: characters accepted per account per
  * UTC day (one row each, raised by an atomic upsert), the reason a task's cancellation was asked
  * for (null: never asked; the generating node stops when it sees it), and an index for counting an
  * account's pending and processing tasks.

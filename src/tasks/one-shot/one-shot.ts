@@ -8,7 +8,7 @@
  *    is finished.
  * A task that has not started (no generation slot became free: every slot busy, or the account at
  * its concurrency limit) within `startTimeoutMs` is cancelled and the caller gets 503
- * NO_WORKER_AVAILABLE with Retry-After (issue 11 finding 3), instead of waiting without bound.
+ * NO_WORKER_AVAILABLE with Retry-After, instead of waiting without bound.
  * No HTTP here: the routes live in src/http/routes/simple-generate.routes.ts.
  */
 import type { Readable } from 'node:stream';
@@ -20,7 +20,7 @@ import type { TaskDetailView, TaskService } from '../task-service.js';
 
 /** A validated one-shot request: the content item (validated by task creation) and the answer mode. */
 export interface OneShotRequest {
-  /** Content-item fields of decisions §4 (text, voiceId, speechRate, …); unknown keys are dropped later. */
+  /** Content-item fields (text, voiceId, speechRate, …); unknown keys are dropped later. */
   item: Record<string, unknown>;
   /** Include `streamUrl` in the JSON answer. */
   stream: boolean;

@@ -1,4 +1,4 @@
-// Regression test (issue 11, scale-out faults): BullMQ's close() waited for ever when Redis was
+// Regression test: BullMQ's close() waited for ever when Redis was
 // down or still reconnecting, so a node told to stop (SIGTERM) never exited. close() now drops
 // the connections after a grace period. A private redis-server is killed under a started queue;
 // the shared test Redis is never touched.

@@ -19,7 +19,7 @@
  * The fencing token of a lease is a fresh random UUID, not BullMQ's lock token (a worker reuses
  * its lock token for the next job it fetches right after a `WaitingError`).
  *
- * Fairness across accounts (issue 11 finding 3). The open-source BullMQ has no fair groups, so a
+ * Fairness across accounts. The open-source BullMQ has no fair groups, so a
  * job's BullMQ priority is the task's position among its account's unfinished tasks (counted in
  * PostgreSQL when it is queued, bounded by the queued-tasks quota): every account's first task
  * comes before any account's second, so an account flooding the queue delays another account's

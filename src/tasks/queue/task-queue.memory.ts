@@ -1,7 +1,7 @@
 /**
  * In-process task queue for one node (the embedded data directory is single-process): one FIFO of
  * ids per account, deduplicated against the ids queued or running, delivered up to the concurrency
- * bound. Fair across accounts (issue 11 finding 3): each free slot goes to the waiting account
+ * bound. Fair across accounts: each free slot goes to the waiting account
  * served least recently (one never served first), so a flood of one account delays another
  * account's task by at most one delivery per slot. A delivery answered ACCOUNT_BUSY goes to the back
  * of its account's FIFO and the account is skipped until one of its tasks here finishes (or, when

@@ -62,7 +62,7 @@ export function handsBack(outcome: TaskOutcome): boolean {
  * A task is delivered again only when its lease expired (the worker died or hung: no heartbeat),
  * its delivery was interrupted by `close()`, or its handler answered ACCOUNT_BUSY or RETRY_LATER.
  *
- * Fair across accounts (issue 11 finding 3): within an account tasks go in queue order, and one
+ * Fair across accounts: within an account tasks go in queue order, and one
  * account's many queued tasks delay another account's task by about one delivery per slot at most.
  */
 export interface TaskQueue {

@@ -1,5 +1,5 @@
 /**
- * Parses a generate request (decisions §4, spec 4.3 "Use with the generate endpoint") into the
+ * Parses a generate request into the
  * pieces to synthesise: `{contents}` directly, or `{text, splitter|splitterId}` through the
  * splitter, whose utterances are validated exactly like content items.
  */
@@ -25,8 +25,8 @@ import {
 /**
  * One content item as accepted: the hosted API's value sets (src/tasks/requests/generation-params.ts), known
  * keys validated, unknown keys dropped (as the hosted API does). Stored strings refuse control
- * characters (issue 11 finding 8); zod 4 numbers refuse ±Infinity (JSON's 1e309), so no
- * non-finite number reaches a piece (finding 9). `language` is normalised to our canonical code
+ * characters; zod 4 numbers refuse ±Infinity (JSON's 1e309), so no
+ * non-finite number reaches a piece. `language` is normalised to our canonical code
  * (`auto` is resolved from the text when the item is parsed); `seed` -1 or null draws a seed.
  */
 const f = generationFieldSchemas;
@@ -74,7 +74,7 @@ export interface ParsedGenerateRequest {
 export interface GenerateLimits {
   textLength: number;
   contents: number;
-  /** Most markers a splitter-mode text may hold (SPLITTER_MAX_MARKERS, issue 11 finding 1). */
+  /** Most markers a splitter-mode text may hold (SPLITTER_MAX_MARKERS). */
   splitterMarkers: number;
 }
 
@@ -118,7 +118,7 @@ function parseSplitterText(body: Record<string, unknown>, limits: GenerateLimits
 /**
  * Splits `text` with `config` into content pieces, each with the marker that started it; explains an
  * empty result. The config's bounds are checked here, for inline and saved configs alike, and the
- * split stops at the first marker past the limit: the work of one request is bounded (finding 1).
+ * split stops at the first marker past the limit: the work of one request is bounded.
  */
 function splitterPieces(
   text: string,

@@ -1,4 +1,4 @@
-// The hosted API's generation value sets (hosted-api-compat.md) and their normalisation.
+// The hosted API's generation value sets and their normalisation.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {

@@ -1,8 +1,7 @@
 /**
- * The hosted API's generation parameters (../shared/spec/hosted-api-compat.md, "Generation
- * parameters"): the value sets existing clients send, one zod schema per field, and how they are
- * normalised for our engines. Pure: no I/O. Used strictly by task creation (a bad value is a 400
- * naming the field) and leniently by one-shot synthesis (`lenientItem` drops what it cannot use).
+ * The hosted API's generation parameters: the value sets existing clients send, one zod schema per field,
+ * and how they are normalised for our engines. Pure: no I/O. Used strictly by task creation (a bad value is
+ * a 400 naming the field) and leniently by one-shot synthesis (`lenientItem` drops what it cannot use).
  */
 import { randomInt } from 'node:crypto';
 import { franc } from 'franc-min';

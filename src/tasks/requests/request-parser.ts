@@ -3,7 +3,7 @@
  * work is pure but can be large (a 10,000-character text split with a maximum-size splitter
  * config, or 100 content items of 1,000 characters: ~15 ms each under load), so the service does
  * the large ones on a worker thread (`request-parser.worker-pool.ts`) and keeps its event loop for
- * requests and streams (issue 11, finding 1 and the soak); tests and tools parse on the calling
+ * requests and streams; tests and tools parse on the calling
  * thread (`inlineRequestParser`).
  */
 import {

@@ -3,14 +3,14 @@
  * at once on this node), claims each in the database with the lease's fencing token, synthesises
  * each piece in order into its growing PCM file (readable by stream sessions while it grows),
  * encodes each finished piece to MP3 (an instruct/design piece whose engine delivers MP3 keeps and
- * stores that MP3 unchanged instead, spec §8), then the merged audio through one continuous
+ * stores that MP3 unchanged instead), then the merged audio through one continuous
  * encoder, stored atomically. Every database write is fenced by the token: a holder whose lease
  * was lost (and the task delivered again elsewhere) stops at its next write without touching the
  * task. On start, every unfinished task is queued (the queue never steals a live lease), so tasks
  * a stopped process left processing resume — finished pieces are kept — or fail after too many
  * attempts.
  *
- * Per-account fairness (issue 11 finding 3): the claim refuses a task whose account already has
+ * Per-account fairness: the claim refuses a task whose account already has
  * `accountConcurrency` tasks processing anywhere (counted in the database), and the delivery goes
  * back to the queue (ACCOUNT_BUSY).
  *
@@ -453,7 +453,7 @@ export class TaskRunner {
     const binding = voiceBindingSchema.parse(JSON.parse(piece.binding));
     await store.setPieceStatus(task.id, piece.idx, 'processing', token);
     const engine = this.deps.engineFor(binding);
-    // Spec §8: an instruct/design piece on an engine that delivers MP3 keeps that MP3 unchanged
+    // An instruct/design piece on an engine that delivers MP3 keeps that MP3 unchanged
     // (its per-content stream and stored audio); the PCM decoded from the same call feeds the
     // full-task stream and the merged audio like any other piece.
     const forwardMp3 = params.instruct_mode === true ? engine.synthesizeMp3 : undefined;
