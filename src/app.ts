@@ -6,6 +6,7 @@
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AccountService } from './accounts/account-service.js';
+import { SqlAccountStore } from './accounts/account-store.sql.js';
 import { openAdapters, type Adapters } from './adapters.js';
 import { tightenDataDir } from './common/owner-only.js';
 import { AdminService } from './admin/admin-service.js';
@@ -285,7 +286,7 @@ function openEngines(config: AppConfig, http: FastifyInstance, lame: LameBuild):
 // ---- accounts, voices, splitters ----------------------------------------------------------------
 
 async function buildAccounts(config: AppConfig, database: DatabaseHandle): Promise<AccountService> {
-  const accounts = new AccountService(database.db, { authCacheMs: config.authCacheMs });
+  const accounts = new AccountService(new SqlAccountStore(database.db), { authCacheMs: config.authCacheMs });
   if (config.bootstrapApiKey !== undefined) await accounts.bootstrap(config.bootstrapApiKey);
   return accounts;
 }
