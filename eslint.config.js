@@ -33,7 +33,7 @@ export const floors = [
  * Adapter files, by the technology in their name: the composition root picks them, everything
  * else imports the port they implement. Tests may import them.
  */
-const adapterFile = String.raw`\.(?:fs|s3|redis|pglite|postgres|bullmq|memory|http|native|wasm|cached|prom)\.js$`;
+const adapterFile = String.raw`\.(?:fs|s3|redis|pglite|postgres|bullmq|memory|http|native|wasm|cached|prom|sql)\.js$`;
 
 /** Files below the root that may import adapters anyway, and why. */
 const adapterImporters = {

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { sql } from 'kysely';
 import { Redis } from 'ioredis';
 import { untilAborted } from './common/call-deadline.js';
-import type { AppConfig } from './config/config.js';
+import type { AppConfig, ScaleOutConfig } from './config/config.js';
 import type { RateLimitStore } from './http/rate-limit.js';
 import { FsBlobStore } from './storage/blob-store.fs.js';
 import { CachedBlobStore } from './storage/blob-store.cached.js';
@@ -102,38 +102,112 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
     embeddedCacheMb: config.embeddedDbCacheMb,
   });
   closers.add(() => database.close());
-  const close = () => closers.closeAll();
-  const relaySecret = await clusterSecret(database.db, 'stream-relay');
+  const opened: OpenedDatabase = {
+    database,
+    relaySecret: await clusterSecret(database.db, 'stream-relay'),
+    close: () => closers.closeAll(),
+  };
+  return config.scaleOut === null
+    ? openEmbedded(config, opened, closers)
+    : openScaleOut(config, config.scaleOut, options, opened, closers);
+}
 
-  const scaleOut = config.scaleOut;
-  if (scaleOut === null) {
-    const files = new FsBlobStore(join(config.dataDir, 'blobs'));
-    // Hot finished audio from memory (the same node cache as in front of S3).
-    const blobs = new CachedBlobStore(files, { budgetBytes: config.blobMemoryCacheBytes });
-    closers.add(() => blobs.close());
-    // The data dir lock is held (the embedded database is open): no other writer exists.
-    await files.sweepPartialWrites();
-    return {
-      database,
-      blobs,
-      events: new MemoryTaskEvents(),
-      queue: new MemoryTaskQueue(),
-      shortQueue: config.shortTasks === null ? undefined : new MemoryTaskQueue(),
-      rateLimitStore: { kind: 'memory' },
-      cluster: undefined,
-      relaySecret,
-      readiness: { database: () => databaseAnswers(database) },
-      nodeUrl: config.publicUrl,
-      close,
-    };
-  }
+/** What both kinds of install start from: the open database, the relay secret kept in it, the closer. */
+interface OpenedDatabase {
+  database: DatabaseHandle;
+  relaySecret: string;
+  close(): Promise<void>;
+}
 
+/** One node on its DATA_DIR: blobs on disk, the queue, events and rate limits in memory. */
+async function openEmbedded(config: AppConfig, opened: OpenedDatabase, closers: Closers): Promise<Adapters> {
+  const files = new FsBlobStore(join(config.dataDir, 'blobs'));
+  // Hot finished audio from memory (the same node cache as in front of S3).
+  const blobs = new CachedBlobStore(files, { budgetBytes: config.blobMemoryCacheBytes });
+  closers.add(() => blobs.close());
+  // The data dir lock is held (the embedded database is open): no other writer exists.
+  await files.sweepPartialWrites();
+  return {
+    ...opened,
+    blobs,
+    events: new MemoryTaskEvents(),
+    queue: new MemoryTaskQueue(),
+    shortQueue: config.shortTasks === null ? undefined : new MemoryTaskQueue(),
+    rateLimitStore: { kind: 'memory' },
+    cluster: undefined,
+    readiness: { database: () => databaseAnswers(opened.database) },
+    nodeUrl: config.publicUrl,
+  };
+}
+
+/** A node of a cluster: blobs in S3; the queue, events, session ownership and rate limits in Redis. */
+async function openScaleOut(
+  config: AppConfig,
+  scaleOut: ScaleOutConfig,
+  options: AdapterOptions,
+  opened: OpenedDatabase,
+  closers: Closers,
+): Promise<Adapters> {
   const bucket = new S3BlobStore(scaleOut.s3);
   // Finished audio is read many times: metadata and hot blobs from memory, not two bucket round trips each.
   const blobs = new CachedBlobStore(bucket, { budgetBytes: config.blobMemoryCacheBytes });
   closers.add(() => blobs.close());
   await bucket.checkAccess();
 
+  const redis = await connectRedis(scaleOut, options, closers);
+  const events = await RedisTaskEvents.create({
+    connection: redis,
+    prefix: scaleOut.redisPrefix,
+    onError: options.onBackgroundError,
+  });
+  closers.add(() => events.close());
+  const ownership = new RedisSessionOwnership({
+    connection: redis,
+    prefix: scaleOut.redisPrefix,
+    ttlMs: config.leases.sessionMs,
+  });
+  closers.add(() => ownership.close());
+  const queue = openQueue(config, scaleOut, options, closers);
+  const shortQueue =
+    config.shortTasks === null
+      ? undefined
+      : openQueue(config, scaleOut, options, closers, 'generation-short');
+
+  const retryAfterSeconds = Math.ceil(config.leases.taskMs / 1000);
+  return {
+    ...opened,
+    blobs,
+    events,
+    queue,
+    shortQueue,
+    rateLimitStore: { kind: 'redis', client: redis, keyPrefix: scaleOut.redisPrefix },
+    cluster: {
+      nodeUrl: scaleOut.nodeUrl,
+      ownership,
+      relay: createHttpSessionRelay({
+        headersTimeoutMs: 30_000,
+        retryAfterSeconds,
+        secret: opened.relaySecret,
+      }),
+      retryAfterSeconds,
+    },
+    nodeUrl: scaleOut.nodeUrl,
+    readiness: {
+      database: () => databaseAnswers(opened.database),
+      redis: async (signal) => {
+        await untilAborted(redis.ping(), signal);
+      },
+      s3: (signal) => bucket.checkAccess(signal),
+    },
+  };
+}
+
+/** The node's Redis connection, connected (a start error naming the server when it is not reachable). */
+async function connectRedis(
+  scaleOut: ScaleOutConfig,
+  options: AdapterOptions,
+  closers: Closers,
+): Promise<Redis> {
   const redis = new Redis(scaleOut.redisUrl, {
     lazyConnect: true,
     connectTimeout: 5000,
@@ -149,66 +223,26 @@ async function open(config: AppConfig, options: AdapterOptions, closers: Closers
   } catch (err) {
     throw new Error(`Redis at ${redactedUrl(scaleOut.redisUrl)} is not reachable`, { cause: err });
   }
+  return redis;
+}
 
-  const events = await RedisTaskEvents.create({
-    connection: redis,
-    prefix: scaleOut.redisPrefix,
-    onError: options.onBackgroundError,
-  });
-  closers.add(() => events.close());
-
-  const ownership = new RedisSessionOwnership({
-    connection: redis,
-    prefix: scaleOut.redisPrefix,
-    ttlMs: config.leases.sessionMs,
-  });
-  closers.add(() => ownership.close());
-
+/** A generation queue in Redis: the main one, or a lane of its own by `queueName`. */
+function openQueue(
+  config: AppConfig,
+  scaleOut: ScaleOutConfig,
+  options: AdapterOptions,
+  closers: Closers,
+  queueName?: string,
+): BullmqTaskQueue {
   const queue = new BullmqTaskQueue({
     redisUrl: scaleOut.redisUrl,
     prefix: scaleOut.redisPrefix,
     leaseMs: config.leases.taskMs,
     onError: options.onBackgroundError,
+    ...(queueName !== undefined && { queueName }),
   });
   closers.add(() => queue.close());
-  let shortQueue: BullmqTaskQueue | undefined;
-  if (config.shortTasks !== null) {
-    const lane = new BullmqTaskQueue({
-      redisUrl: scaleOut.redisUrl,
-      prefix: scaleOut.redisPrefix,
-      leaseMs: config.leases.taskMs,
-      onError: options.onBackgroundError,
-      queueName: 'generation-short',
-    });
-    shortQueue = lane;
-    closers.add(() => lane.close());
-  }
-
-  const retryAfterSeconds = Math.ceil(config.leases.taskMs / 1000);
-  return {
-    database,
-    blobs,
-    events,
-    queue,
-    shortQueue,
-    rateLimitStore: { kind: 'redis', client: redis, keyPrefix: scaleOut.redisPrefix },
-    cluster: {
-      nodeUrl: scaleOut.nodeUrl,
-      ownership,
-      relay: createHttpSessionRelay({ headersTimeoutMs: 30_000, retryAfterSeconds, secret: relaySecret }),
-      retryAfterSeconds,
-    },
-    relaySecret,
-    nodeUrl: scaleOut.nodeUrl,
-    readiness: {
-      database: () => databaseAnswers(database),
-      redis: async (signal) => {
-        await untilAborted(redis.ping(), signal);
-      },
-      s3: (signal) => bucket.checkAccess(signal),
-    },
-    close,
-  };
+  return queue;
 }
 
 /** Resolves once the database answered a trivial query. */

@@ -6,11 +6,12 @@
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AccountService } from './accounts/account-service.js';
-import { openAdapters } from './adapters.js';
+import { SqlAccountStore } from './accounts/account-store.sql.js';
+import { openAdapters, type Adapters } from './adapters.js';
 import { tightenDataDir } from './common/owner-only.js';
 import { AdminService } from './admin/admin-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
-import { resolveLameBuild } from './audio/lame-stream.js';
+import { resolveLameBuild, type LameBuild } from './audio/lame-stream.js';
 import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
 import type { AppConfig } from './config/config.js';
 import { effectiveAdminToken } from './http/admin-auth.js';
@@ -24,11 +25,12 @@ import { audioRoutes } from './http/routes/audio.routes.js';
 import { registerOpenApi, SERVICE_VERSION, useDocumentingSchemas } from './http/openapi.js';
 import { consoleRoutes } from './http/routes/console.routes.js';
 import { healthRoutes } from './http/routes/health.routes.js';
-import { createServiceMetrics, type MetricsSources } from './http/metrics.prom.js';
+import { createServiceMetrics, type MetricsSources, type ServiceMetrics } from './http/metrics.prom.js';
 import { simpleGenerateRoutes } from './http/routes/simple-generate.routes.js';
 import { splitterRoutes } from './http/routes/splitter.routes.js';
 import { streamRoutes } from './http/routes/stream.routes.js';
 import { taskRoutes } from './http/routes/task.routes.js';
+import type { RequestParser } from './tasks/requests/request-parser.js';
 import { workerPoolRequestParser } from './tasks/requests/request-parser.worker-pool.js';
 import { voiceRoutes } from './http/routes/voice.routes.js';
 import { createHttpServer } from './http/server.js';
@@ -99,15 +101,95 @@ function rateLimitKey(request: FastifyRequest): string {
 /** How long shutdown waits for open requests after the live streams were cut, before it cuts them. */
 const SHUTDOWN_GRACE_MS = 2_000;
 
+/**
+ * What the app has opened so far, filled in as each part is built: `closeApp` stops what is there,
+ * so a failed start tears down exactly what it had opened.
+ */
+interface Opened {
+  engines?: Engines;
+  runner?: TaskRunner;
+  stream?: StreamService;
+}
+
+/**
+ * Builds the app: opens the adapters, builds each domain on the ones below it, then the HTTP
+ * routes on the services. Every part is built by a function of its own below; this root owns the
+ * order and the teardown.
+ */
 export async function buildApp(config: AppConfig, options: AppOptions = {}): Promise<App> {
   // Before anything is opened: MP3_ENCODER=native without the addon is a start error.
   const lame = resolveLameBuild(config.mp3Encoder);
   const http = createHttpServer(config, options.logger);
+  const adapters = await openStorage(config, http, options);
+  const opened: Opened = {};
+  const close = (): Promise<void> => closeApp(http, adapters, opened);
+  try {
+    // Before any route: its hooks measure every request.
+    const metrics = serviceMetrics(http);
+    const engines = openEngines(config, http, lame);
+    opened.engines = engines;
+    const routes = collectRoutes(http);
+    useDocumentingSchemas(http);
+    await registerOpenApi(http, { version: SERVICE_VERSION, publicUrl: config.publicUrl });
+    const accounts = await buildAccounts(config, adapters.database);
+    const { voices, splitters } = buildVoices(config, adapters, engines);
+    const { tasks, runner, pieceAudio } = buildTasks(config, adapters, engines, voices, http);
+    opened.runner = runner;
+    const stream = buildStreams(config, adapters, engines, tasks, pieceAudio);
+    opened.stream = stream;
+    metrics.readFrom({ ...engines, runner, tasks, stream });
+    const services: Services = {
+      database: adapters.database,
+      accounts,
+      voices,
+      splitters,
+      synthesis: engines.synthesis,
+      encoders: engines.encoders,
+      tasks,
+      runner,
+      stream,
+      events: adapters.events,
+    };
+    const adminToken = await registerRoutes(http, config, adapters, services, metrics.registry, engines);
+    await http.ready();
+    await runner.start();
+    return { http, config, adminToken, routes, services, close };
+  } catch (err) {
+    await close().catch((closeErr: unknown) =>
+      http.log.error({ err: closeErr }, 'teardown after a failed start'),
+    );
+    throw err;
+  }
+}
+
+/**
+ * Stops everything in the reverse order of its dependencies; also tears down a failed start. The
+ * server closes after the live streams are cut and before the runner stops, so requests still
+ * open (a one-shot waiting for its task) end before generation does.
+ */
+async function closeApp(http: FastifyInstance, adapters: Adapters, opened: Opened): Promise<void> {
+  // Cut live streams first: a reader of a stuck task would otherwise hold http.close() open.
+  await opened.stream?.close();
+  // Requests still open a moment after the streams were cut (a client that half-closed its
+  // socket, a stuck upload) must not hold shutdown until the keep-alive timeout: cut them.
+  const force = setTimeout(() => http.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
+  force.unref();
+  await http.close().finally(() => clearTimeout(force));
+  await opened.runner?.stop();
+  await opened.engines?.requestParser.close();
+  await opened.engines?.synthesis.close();
+  await opened.engines?.encoders.close();
+  await adapters.close();
+}
+
+// ---- storage -----------------------------------------------------------------------------------
+
+/** Opens the adapters config selects, then makes DATA_DIR its owner's only. */
+async function openStorage(config: AppConfig, http: FastifyInstance, options: AppOptions): Promise<Adapters> {
   const adapters = await openAdapters(config, {
     pgliteTemplate: options.pgliteTemplate,
     onBackgroundError: (err) => http.log.warn({ err }, 'background connection error (retried)'),
   });
-  const { database, blobs, events } = adapters;
   // Once the database exists (a new one included): an install made readable to others becomes
   // its owner's only again before the first request; what is written from now on already is. Best
   // effort: a DATA_DIR whose modes cannot be changed (another owner, a read-only mount) still serves.
@@ -123,9 +205,30 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
         (tightened.failed > 0 ? ` (${tightened.failed} could not be changed)` : ''),
     );
   }
-  // Before any route: its hooks measure every request. The sources are read at scrape time only.
+  return adapters;
+}
+
+// ---- metrics -----------------------------------------------------------------------------------
+
+/** What the metrics read from the services, once they exist. */
+interface MeteredParts {
+  encoders: EncoderPool;
+  runner: TaskRunner;
+  tasks: TaskService;
+  stream: StreamService;
+}
+
+/**
+ * The service metrics, registered on the server before any route so their hooks measure every
+ * request. The services they read are built later: until `readFrom` is called each reads zero.
+ * They are read at scrape time only.
+ */
+function serviceMetrics(http: FastifyInstance): {
+  registry: ServiceMetrics;
+  readFrom(parts: MeteredParts): void;
+} {
   let sources: MetricsSources | undefined;
-  const metrics = createServiceMetrics(http, {
+  const registry = createServiceMetrics(http, {
     streamSessions: () => sources?.streamSessions() ?? 0,
     listeners: () => sources?.listeners() ?? 0,
     pipelineRuns: () => sources?.pipelineRuns() ?? 0,
@@ -136,6 +239,32 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     engineErrors: () => sources?.engineErrors() ?? new Map<string, number>(),
     queueDepthByAccount: async (limit) => (await sources?.queueDepthByAccount(limit)) ?? [],
   });
+  const readFrom = ({ encoders, runner, tasks, stream }: MeteredParts): void => {
+    sources = {
+      streamSessions: () => stream.liveSessions(),
+      listeners: () => stream.listeners(),
+      pipelineRuns: () => stream.pipelineRuns(),
+      relayRuns: () => stream.relayRuns(),
+      activeGenerations: () => runner.active,
+      openEncoderStreams: () => encoders.openStreams,
+      encoded: () => encoders.encoded,
+      engineErrors: () => runner.engineErrors,
+      queueDepthByAccount: (limit) => tasks.queueDepthByAccount(limit),
+    };
+  };
+  return { registry, readFrom };
+}
+
+// ---- engines -----------------------------------------------------------------------------------
+
+/** The worker pools: speech engines, MP3 encoders and the parser of large requests. */
+interface Engines {
+  synthesis: EngineRegistry;
+  encoders: EncoderPool;
+  requestParser: RequestParser;
+}
+
+function openEngines(config: AppConfig, http: FastifyInstance, lame: LameBuild): Engines {
   const synthesis = createEngineRegistry({
     remoteEndpoints: config.remoteEngines,
     timeouts: config.engineTimeouts,
@@ -151,24 +280,134 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   );
   // Generate and preview requests: large ones are parsed on a thread of their own.
   const requestParser = workerPoolRequestParser(config.limits);
-  let stream: StreamService | undefined;
-  let runner: TaskRunner | undefined;
-  // Stops everything in the reverse order of its dependencies; also tears down a failed start.
-  const close = async (): Promise<void> => {
-    // Cut live streams first: a reader of a stuck task would otherwise hold http.close() open.
-    await stream?.close();
-    // Requests still open a moment after the streams were cut (a client that half-closed its
-    // socket, a stuck upload) must not hold shutdown until the keep-alive timeout: cut them.
-    const force = setTimeout(() => http.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
-    force.unref();
-    await http.close().finally(() => clearTimeout(force));
-    await runner?.stop();
-    await requestParser.close();
-    await synthesis.close();
-    await encoders.close();
-    await adapters.close();
-  };
+  return { synthesis, encoders, requestParser };
+}
 
+// ---- accounts, voices, splitters ----------------------------------------------------------------
+
+async function buildAccounts(config: AppConfig, database: DatabaseHandle): Promise<AccountService> {
+  const accounts = new AccountService(new SqlAccountStore(database.db), { authCacheMs: config.authCacheMs });
+  if (config.bootstrapApiKey !== undefined) await accounts.bootstrap(config.bootstrapApiKey);
+  return accounts;
+}
+
+function buildVoices(
+  config: AppConfig,
+  adapters: Adapters,
+  engines: Engines,
+): { voices: VoiceService; splitters: SplitterService } {
+  const voices = new VoiceService(
+    new VoiceStore(adapters.database.db),
+    engines.synthesis,
+    adapters.blobs,
+    config.storageLimits,
+  );
+  const splitters = new SplitterService(
+    new SplitterStore(adapters.database.db),
+    config.limits.splitterName,
+    config.storageLimits,
+  );
+  return { voices, splitters };
+}
+
+// ---- tasks and streams --------------------------------------------------------------------------
+
+/** The tasks domain: its store, the piece audio it generates and streams read, the runner, the service. */
+function buildTasks(
+  config: AppConfig,
+  adapters: Adapters,
+  engines: Engines,
+  voices: VoiceService,
+  http: FastifyInstance,
+): { tasks: TaskService; runner: TaskRunner; pieceAudio: FsPieceAudioStore } {
+  const taskStore = new TaskStore(adapters.database.db);
+  const pieceAudio = new FsPieceAudioStore(
+    join(config.dataDir, 'work', 'tasks'),
+    adapters.events,
+    batchedPieceStates((taskId, idxs) => pieceStates(taskStore, taskId, idxs)),
+  );
+  const runner = new TaskRunner({
+    store: taskStore,
+    queue: adapters.queue,
+    workerUrl: adapters.nodeUrl,
+    pieceAudio,
+    blobs: adapters.blobs,
+    encoders: engines.encoders,
+    engineFor: (binding) => engines.synthesis.engineFor(binding),
+    events: adapters.events,
+    concurrency: config.generationConcurrency,
+    shortLane:
+      adapters.shortQueue !== undefined && config.shortTasks !== null
+        ? { queue: adapters.shortQueue, ...config.shortTasks }
+        : undefined,
+    accountConcurrency: config.accountQuotas.maxConcurrentTasks,
+    // Stream pipelines of a finished task have read its pieces long before this.
+    workFilesIdleMs: Math.max(config.streamIdleReclaimMs, 30 * 60_000),
+    log: http.log,
+  });
+  const tasks = new TaskService(
+    taskStore,
+    voices,
+    adapters.blobs,
+    pieceAudio,
+    engines.requestParser,
+    config.publicUrl,
+    runner,
+    config.accountQuotas,
+    adapters.events,
+    { finishedCacheMs: config.authCacheMs, maxTaskBytes: config.storageLimits.taskBytes },
+  );
+  return { tasks, runner, pieceAudio };
+}
+
+/** What the piece audio needs to know of pieces `idxs` of a task: generated, failed or waiting. */
+async function pieceStates(
+  taskStore: TaskStore,
+  taskId: string,
+  idxs: readonly number[],
+): Promise<Map<number, PieceStatus>> {
+  const rows = new Map((await taskStore.pieceStatuses(taskId, idxs)).map((row) => [row.idx, row]));
+  return new Map(
+    idxs.map((idx): [number, PieceStatus] => {
+      const state = rows.get(idx);
+      if (state === undefined || state.piece === 'failed' || state.task === 'failed') {
+        return [idx, { piece: 'failed', taskUnfinished: false }];
+      }
+      return [
+        idx,
+        {
+          piece: state.piece === 'generated' ? 'generated' : 'waiting',
+          taskUnfinished: state.task === 'pending' || state.task === 'processing',
+        },
+      ];
+    }),
+  );
+}
+
+function buildStreams(
+  config: AppConfig,
+  adapters: Adapters,
+  engines: Engines,
+  tasks: TaskService,
+  pieceAudio: FsPieceAudioStore,
+): StreamService {
+  return createStreamService({
+    tasks,
+    pieces: pieceAudio,
+    encoders: engines.encoders,
+    cacheFiles: runGrowingFileFolder(join(config.dataDir, 'stream-cache')),
+    idleReclaimMs: config.streamIdleReclaimMs,
+    cluster: adapters.cluster,
+    bounds: config.streamSessions,
+    events: adapters.events,
+    relaySecret: adapters.relaySecret,
+  });
+}
+
+// ---- HTTP routes --------------------------------------------------------------------------------
+
+/** Records every route as it is added (App.routes), with whether the reference hides it. */
+function collectRoutes(http: FastifyInstance): RegisteredRoute[] {
   const routes: RegisteredRoute[] = [];
   const getHandlers = new Map<string, unknown>();
   http.addHook('onRoute', (route) => {
@@ -184,195 +423,94 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       });
     }
   });
+  return routes;
+}
 
-  try {
-    useDocumentingSchemas(http);
-    await registerOpenApi(http, { version: SERVICE_VERSION, publicUrl: config.publicUrl });
-    const accounts = new AccountService(database.db, { authCacheMs: config.authCacheMs });
-    if (config.bootstrapApiKey !== undefined) await accounts.bootstrap(config.bootstrapApiKey);
-    const voices = new VoiceService(new VoiceStore(database.db), synthesis, blobs, config.storageLimits);
-    const splitters = new SplitterService(
-      new SplitterStore(database.db),
-      config.limits.splitterName,
-      config.storageLimits,
-    );
-    const taskStore = new TaskStore(database.db);
-    const pieceAudio = new FsPieceAudioStore(
-      join(config.dataDir, 'work', 'tasks'),
-      events,
-      batchedPieceStates(async (taskId, idxs) => {
-        const rows = new Map((await taskStore.pieceStatuses(taskId, idxs)).map((row) => [row.idx, row]));
-        return new Map(
-          idxs.map((idx): [number, PieceStatus] => {
-            const state = rows.get(idx);
-            if (state === undefined || state.piece === 'failed' || state.task === 'failed') {
-              return [idx, { piece: 'failed', taskUnfinished: false }];
-            }
-            return [
-              idx,
-              {
-                piece: state.piece === 'generated' ? 'generated' : 'waiting',
-                taskUnfinished: state.task === 'pending' || state.task === 'processing',
-              },
-            ];
-          }),
-        );
-      }),
-    );
-    const taskRunner = new TaskRunner({
-      store: taskStore,
-      queue: adapters.queue,
-      workerUrl: adapters.nodeUrl,
-      pieceAudio,
-      blobs,
-      encoders,
-      engineFor: (binding) => synthesis.engineFor(binding),
-      events,
-      concurrency: config.generationConcurrency,
-      shortLane:
-        adapters.shortQueue !== undefined && config.shortTasks !== null
-          ? { queue: adapters.shortQueue, ...config.shortTasks }
-          : undefined,
-      accountConcurrency: config.accountQuotas.maxConcurrentTasks,
-      // Stream pipelines of a finished task have read its pieces long before this.
-      workFilesIdleMs: Math.max(config.streamIdleReclaimMs, 30 * 60_000),
-      log: http.log,
-    });
-    runner = taskRunner;
-    const tasks = new TaskService(
-      taskStore,
-      voices,
-      blobs,
-      pieceAudio,
-      requestParser,
-      config.publicUrl,
-      taskRunner,
-      config.accountQuotas,
-      events,
-      { finishedCacheMs: config.authCacheMs, maxTaskBytes: config.storageLimits.taskBytes },
-    );
-    const streams = createStreamService({
-      tasks,
-      pieces: pieceAudio,
-      encoders,
-      cacheFiles: runGrowingFileFolder(join(config.dataDir, 'stream-cache')),
-      idleReclaimMs: config.streamIdleReclaimMs,
-      cluster: adapters.cluster,
-      bounds: config.streamSessions,
-      events: adapters.events,
-      relaySecret: adapters.relaySecret,
-    });
-    stream = streams;
-    sources = {
-      streamSessions: () => streams.liveSessions(),
-      listeners: () => streams.listeners(),
-      pipelineRuns: () => streams.pipelineRuns(),
-      relayRuns: () => streams.relayRuns(),
-      activeGenerations: () => taskRunner.active,
-      openEncoderStreams: () => encoders.openStreams,
-      encoded: () => encoders.encoded,
-      engineErrors: () => taskRunner.engineErrors,
-      queueDepthByAccount: (limit) => tasks.queueDepthByAccount(limit),
-    };
+/**
+ * Registers every route on the services: health and the console, token-guarded audio and
+ * streams, the operator API, then the tenant API. Answers the admin token (undefined = /admin off).
+ */
+async function registerRoutes(
+  http: FastifyInstance,
+  config: AppConfig,
+  adapters: Adapters,
+  services: Services,
+  metrics: ServiceMetrics,
+  engines: Engines,
+): Promise<string | undefined> {
+  const { tasks, stream, voices, accounts } = services;
+  await http.register(
+    healthRoutes(metrics, { metricsToken: config.metricsToken, readiness: adapters.readiness }),
+  );
+  // Finished audio and streams: per client address (task ids are the client's to make up).
+  const perAddress = {
+    rateLimitMax: config.rateLimit.streamMax,
+    rateLimitWindowMs: config.rateLimit.windowMs,
+    rateLimitStore: adapters.rateLimitStore,
+  };
+  await http.register(consoleRoutes({ publicUrl: config.publicUrl }));
+  await http.register(audioRoutes(tasks, adapters.blobs, stream, perAddress));
+  // Stream endpoints: only the task's `auth` query token, never a bearer key.
+  await http.register(streamRoutes(stream, perAddress));
 
-    await http.register(
-      healthRoutes(metrics, { metricsToken: config.metricsToken, readiness: adapters.readiness }),
-    );
-    // Finished audio and streams: per client address (task ids are the client's to make up).
-    const perAddress = {
-      rateLimitMax: config.rateLimit.streamMax,
+  // Operator API: the admin token only, never a tenant key (and tenant routes never take the admin token).
+  const adminToken = effectiveAdminToken(config);
+  await http.register(
+    adminRoutes(new AdminService(accounts, async () => voices), adminToken, {
+      rateLimitMax: config.rateLimit.ipMax,
       rateLimitWindowMs: config.rateLimit.windowMs,
       rateLimitStore: adapters.rateLimitStore,
-    };
-    await http.register(consoleRoutes({ publicUrl: config.publicUrl }));
-    await http.register(audioRoutes(tasks, blobs, streams, perAddress));
-    // Stream endpoints: only the task's `auth` query token, never a bearer key.
-    await http.register(streamRoutes(streams, perAddress));
+    }),
+  );
+  await http.register(tenantRoutes(config, adapters, services, engines));
+  return adminToken;
+}
 
-    // Operator API: the admin token only, never a tenant key (and tenant routes never take the admin token).
-    const adminToken = effectiveAdminToken(config);
-    const beforeAuth = {
-      name: 'api-ip',
-      max: config.rateLimit.ipMax,
-      windowMs: config.rateLimit.windowMs,
-      keyGenerator: clientAddressKey,
-    };
-    await http.register(
-      adminRoutes(new AdminService(accounts, async () => voices), adminToken, {
-        rateLimitMax: beforeAuth.max,
-        rateLimitWindowMs: beforeAuth.windowMs,
-        rateLimitStore: adapters.rateLimitStore,
+/**
+ * The tenant API: a per-address limit (bad keys count too), the bearer key, then the per-account
+ * limit, in front of every route of an account.
+ */
+function tenantRoutes(config: AppConfig, adapters: Adapters, services: Services, engines: Engines) {
+  const { accounts, voices, splitters, tasks, stream, events, synthesis } = services;
+  return async (scope: FastifyInstance): Promise<void> => {
+    const limit = { windowMs: config.rateLimit.windowMs };
+    await registerRateLimit(
+      scope,
+      { name: 'api-ip', max: config.rateLimit.ipMax, ...limit, keyGenerator: clientAddressKey },
+      adapters.rateLimitStore,
+    );
+    addRouteOnRequestHook(scope, bearerAuth(accounts));
+    await registerRateLimit(
+      scope,
+      { name: 'api', max: config.rateLimit.max, ...limit, keyGenerator: rateLimitKey },
+      adapters.rateLimitStore,
+    );
+    await scope.register(
+      accountRoutes({
+        quotaReport: (accountId) => tasks.quotaReport(accountId),
+        storageUsage: async (accountId) => ({
+          ...(await voices.usage(accountId)),
+          ...(await splitters.usage(accountId)),
+          taskBytes: await tasks.storedAudioBytes(accountId),
+        }),
+        storageLimits: config.storageLimits,
+        nodeConcurrency: config.generationConcurrency,
       }),
     );
-
-    // Protected routes: a per-address limit (bad keys count too), the bearer key, then the per-account limit.
-    await http.register(async (scope) => {
-      await registerRateLimit(scope, beforeAuth, adapters.rateLimitStore);
-      addRouteOnRequestHook(scope, bearerAuth(accounts));
-      await registerRateLimit(
-        scope,
-        {
-          name: 'api',
-          max: config.rateLimit.max,
-          windowMs: config.rateLimit.windowMs,
-          keyGenerator: rateLimitKey,
-        },
-        adapters.rateLimitStore,
-      );
-      await scope.register(
-        accountRoutes({
-          quotaReport: (accountId) => tasks.quotaReport(accountId),
-          storageUsage: async (accountId) => ({
-            ...(await voices.usage(accountId)),
-            ...(await splitters.usage(accountId)),
-            taskBytes: await tasks.storedAudioBytes(accountId),
-          }),
-          storageLimits: config.storageLimits,
-          nodeConcurrency: config.generationConcurrency,
+    await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
+    await scope.register(splitterRoutes(splitters, engines.requestParser));
+    await scope.register(taskRoutes(tasks, splitters));
+    await scope.register(presetRoutes());
+    await scope.register(engineRoutes(synthesis));
+    await scope.register(
+      simpleGenerateRoutes(
+        new OneShotService({
+          tasks,
+          events,
+          contentAudio: (task, idx, signal) => stream.contentBytes(task, idx, signal),
+          startTimeoutMs: config.oneShotStartTimeoutMs,
         }),
-      );
-      await scope.register(voiceRoutes(voices, config.limits.uploadBytes));
-      await scope.register(splitterRoutes(splitters, requestParser));
-      await scope.register(taskRoutes(tasks, splitters));
-      await scope.register(presetRoutes());
-      await scope.register(engineRoutes(synthesis));
-      await scope.register(
-        simpleGenerateRoutes(
-          new OneShotService({
-            tasks,
-            events,
-            contentAudio: (task, idx, signal) => streams.contentBytes(task, idx, signal),
-            startTimeoutMs: config.oneShotStartTimeoutMs,
-          }),
-        ),
-      );
-    });
-
-    await http.ready();
-    await taskRunner.start();
-    return {
-      http,
-      config,
-      adminToken,
-      routes,
-      services: {
-        database,
-        accounts,
-        voices,
-        splitters,
-        synthesis,
-        encoders,
-        tasks,
-        runner: taskRunner,
-        stream: streams,
-        events,
-      },
-      close,
-    };
-  } catch (err) {
-    await close().catch((closeErr: unknown) =>
-      http.log.error({ err: closeErr }, 'teardown after a failed start'),
+      ),
     );
-    throw err;
-  }
+  };
 }

@@ -386,7 +386,7 @@ describe('conditional requests on live stream sessions (RFC 9110 §13)', () => {
       if (Date.now() > deadline) assert.fail('the task did not finish in time');
       await sleep(20);
     }
-    // Spec 3.1's "generated without finished audio": the stream endpoint answers from its session.
+    // A task "generated without finished audio": the stream endpoint answers from its session.
     const { db } = live.app.services.database;
     await db.updateTable('tasks').set({ audio_key: null }).where('id', '=', taskId).execute();
     await db.updateTable('task_contents').set({ audio_key: null }).where('task_id', '=', taskId).execute();

@@ -58,6 +58,9 @@ void describe('import boundaries (eslint.config.js)', () => {
     assert.equal(fromStream.length, 1);
     assert.match(fromStream[0] ?? '', /Import the port/);
     assert.deepEqual(await lint('src/stream/probe.ts', "import '../storage/growing-file.js';\n"), []);
+    const sqlStore = await lint('src/admin/probe.ts', "import '../accounts/account-store.sql.js';\n");
+    assert.equal(sqlStore.length, 1, 'a store over SQL is an adapter too');
+    assert.deepEqual(await lint('src/admin/probe.ts', "import '../accounts/account-store.js';\n"), []);
     assert.deepEqual(await lint('src/app.ts', "import './storage/growing-file.fs.js';\n"), []);
     assert.deepEqual(await lint('src/cli/probe.ts', "import '../adapters.js';\n"), []);
     assert.deepEqual(await lint('src/stream/probe.test.ts', adapter), []);

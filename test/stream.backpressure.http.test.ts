@@ -99,7 +99,7 @@ describe('a slow reader next to a fast one', () => {
       await sleep(50);
     }
     assert.equal(task.status, 'generated', task.error);
-    // Spec 3.1's "generated without finished audio": the session serves it, not the 302.
+    // A task "generated without finished audio": the session serves it, not the 302.
     await t.app.services.database.db
       .updateTable('tasks')
       .set({ audio_key: null })

@@ -225,7 +225,7 @@ async function waitTask(
 const finished = (task: TaskDetailView): boolean =>
   task.status === 'failed' || (task.status === 'generated' && task.metadata.audio !== undefined);
 
-/** Spec 3.1's "generated without finished audio": the stored audio's record is removed. */
+/** A task "generated without finished audio": the stored audio's record is removed. */
 async function forgetFinishedAudio(id: string, target: TestApp = t): Promise<void> {
   const { db } = target.app.services.database;
   await db.updateTable('tasks').set({ audio_key: null }).where('id', '=', id).execute();

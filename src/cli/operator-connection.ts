@@ -9,6 +9,7 @@
  *     refuses a second process that opens its data dir).
  */
 import { AccountService } from '../accounts/account-service.js';
+import { SqlAccountStore } from '../accounts/account-store.sql.js';
 import { AdminService, type AdminOperations } from '../admin/admin-service.js';
 import { createEngineRegistry } from '../audio/engines/engine-registry.js';
 import type { AppConfig } from '../config/config.js';
@@ -53,7 +54,7 @@ function viaAdminApi(url: string, adminToken: string): OperatorConnection {
 
 async function viaDatabase(config: AppConfig): Promise<OperatorConnection> {
   const handle = await openDatabase({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
-  const accounts = new AccountService(handle.db);
+  const accounts = new AccountService(new SqlAccountStore(handle.db));
   const blobs = blobStoreFor(config);
   // Imports validate bindings against the engines the server would speak them with.
   const engines = createEngineRegistry({ remoteEndpoints: config.remoteEngines, synthesisThreads: 1 });

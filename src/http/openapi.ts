@@ -1,9 +1,9 @@
 /**
- * The OpenAPI 3.1 document: `@fastify/swagger` collects every route's `schema` — zod
- * schemas from src/http/api-schemas.ts, built from the domain's own validators — and this module
- * turns them into JSON Schema (zod's `toJSONSchema`, draft 2020-12, which OpenAPI 3.1 speaks).
- * Served at `/openapi.json`, with a reference page at `/docs` (`@fastify/swagger-ui`, its assets
- * from the npm package: nothing from a CDN).
+ * The OpenAPI 3.1 document: `@fastify/swagger` collects every route's `schema` — zod schemas
+ * beside each route (`routes/<name>.schemas.ts`, built with `route-schema.ts` from the domain's own
+ * validators) — and this module turns them into JSON Schema (zod's `toJSONSchema`, draft 2020-12,
+ * which OpenAPI 3.1 speaks). Served at `/openapi.json`, with a reference page at `/docs`
+ * (`@fastify/swagger-ui`, its assets from the npm package: nothing from a CDN).
  *
  * The domain parsers run the same zod schemas and turn a failure into the spec's error code for
  * that field (TTS_CONTENTS_INVALID, VALIDATION_MISSING_FIELD, …), which a generic route validator

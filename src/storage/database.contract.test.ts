@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import { freshPostgresDatabase } from '../../test/helpers/servers.js';
 import { AccountService } from '../accounts/account-service.js';
+import { SqlAccountStore } from '../accounts/account-store.sql.js';
 import { isAppError } from '../errors/app-error.js';
 import { SplitterStore } from '../splitter/splitter-store.js';
 import { TaskStore } from '../tasks/task-store.js';
@@ -151,7 +152,7 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
     before(async () => {
       database = await adapter.fresh();
       handle = await database.open();
-      accounts = new AccountService(handle.db);
+      accounts = new AccountService(new SqlAccountStore(handle.db));
     }, TEST_DEADLINE);
 
     after(async () => {
@@ -174,7 +175,7 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
       await handle.close();
       await handle.close(); // closing twice is harmless
       handle = await database.open();
-      accounts = new AccountService(handle.db);
+      accounts = new AccountService(new SqlAccountStore(handle.db));
       assert.deepEqual(await appliedMigrations(handle), applied);
       assert.deepEqual(await accounts.getAccount(account.id), account);
     });
@@ -433,7 +434,7 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
     });
 
     test('authenticated keys are remembered for authCacheMs; a revocation through the service forgets them at once', async () => {
-      const cached = new AccountService(handle.db, { authCacheMs: 60_000 });
+      const cached = new AccountService(new SqlAccountStore(handle.db), { authCacheMs: 60_000 });
       const accountId = await newAccountId();
       const issued = await cached.createKey(accountId);
       assert.equal((await cached.authenticate(issued.key)).id, accountId);
@@ -758,7 +759,7 @@ describe('metadata store on PostgreSQL: several nodes starting at once', () => {
         );
         for (const view of views) assert.deepEqual(view, views[0]);
         // Every node sees the whole schema.
-        for (const h of handles) await new AccountService(h.db).listAccounts();
+        for (const h of handles) await new AccountService(new SqlAccountStore(h.db)).listAccounts();
       } finally {
         await Promise.all(handles.map((h) => h.close()));
         await database.dispose();
@@ -949,7 +950,7 @@ describe('embedded database: the DATA_DIR lock', () => {
           assert.match(err.message, /already open in this process/);
           return true;
         });
-        await new AccountService(first.db).createAccount('still-works');
+        await new AccountService(new SqlAccountStore(first.db)).createAccount('still-works');
       } finally {
         await first.close();
       }
@@ -960,7 +961,7 @@ describe('embedded database: the DATA_DIR lock', () => {
       );
       const again = await openDatabase({ dataDir });
       try {
-        assert.ok(await new AccountService(again.db).findAccountByName('still-works'));
+        assert.ok(await new AccountService(new SqlAccountStore(again.db)).findAccountByName('still-works'));
       } finally {
         await again.close();
       }
@@ -998,7 +999,7 @@ describe('embedded database: the DATA_DIR lock', () => {
       assert.equal(await readDataDirLock(dataDir), undefined, 'a dead holder does not count');
       const handle = await openDatabase({ dataDir });
       try {
-        assert.ok(await new AccountService(handle.db).getAccount('from-child'));
+        assert.ok(await new AccountService(new SqlAccountStore(handle.db)).getAccount('from-child'));
       } finally {
         await handle.close();
       }

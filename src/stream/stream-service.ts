@@ -127,7 +127,7 @@ export interface StreamService {
 }
 
 const MP3 = 'audio/mpeg';
-/** Spec 3.1: only these statuses stream; any other is STREAM_NOT_READY. */
+/** Only these statuses stream; any other is STREAM_NOT_READY. */
 const STREAMABLE = new Set(['processing', 'generated']);
 
 /** The registry key of a session: task, content (null = the whole task) and `i`. */

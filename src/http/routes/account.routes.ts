@@ -9,7 +9,7 @@ import type { StorageLimits, StorageUsage } from '../../storage/storage-limits.j
 import type { AccountQuotaReport } from '../../tasks/task-service.js';
 import { accountOf } from '../auth.js';
 import { ok } from '../envelope.js';
-import { accountSchema } from '../api-schemas.js';
+import { accountSchema } from './account.schemas.js';
 
 /** Where account info comes from. */
 export interface AccountReports {

@@ -15,7 +15,7 @@ import {
   registerRateLimit,
   type RateLimitStore,
 } from '../rate-limit.js';
-import { adminSchemas } from '../api-schemas.js';
+import { adminSchemas } from './admin.schemas.js';
 
 /** Rate-limit settings of the admin routes (requests per client address and window). */
 export interface AdminRouteOptions {

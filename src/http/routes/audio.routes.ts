@@ -18,7 +18,7 @@ import { clientAddressKey, registerRateLimit, type RateLimitStore } from '../rat
 import { plannedRequestHeaders, sendStreamResponse } from '../reply-plan.js';
 import { responseClosed } from '../response-signals.js';
 import { sendBlob } from '../send-blob.js';
-import { audioSchemas } from '../api-schemas.js';
+import { audioSchemas } from './audio.schemas.js';
 
 /** Rate-limit settings of the finished-audio routes (requests per client address and window). */
 export interface AudioRouteOptions {

@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { EngineRegistry } from '../../audio/engines/engine-registry.js';
 import { parseInput } from '../../errors/validation.js';
-import { engineSchemas, engineVoicesQuerySchema } from '../api-schemas.js';
+import { engineSchemas, engineVoicesQuerySchema } from './engines.schemas.js';
 import { ok } from '../envelope.js';
 
 /** The engine catalogue routes. */

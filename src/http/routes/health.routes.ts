@@ -15,7 +15,7 @@ import { DEPENDENCY_RETRY_AFTER_SECONDS } from '../../errors/dependency-unavaila
 import type { ServiceMetrics } from '../metrics.prom.js';
 import { bearerToken } from '../auth.js';
 import { addRouteOnRequestHook, clientAddressKey, registerRateLimit } from '../rate-limit.js';
-import { healthSchemas } from '../api-schemas.js';
+import { healthSchemas } from './health.schemas.js';
 
 /** Requests per client address and minute: /healthz (load-balancer probes), /metrics (scrapers). */
 export const HEALTH_RATE_LIMIT_MAX = 600;

@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import { PRESETS } from '../../tasks/requests/generation-params.js';
 import { ok } from '../envelope.js';
-import { presetsSchema } from '../api-schemas.js';
+import { presetsSchema } from './presets.schemas.js';
 
 /** The presets route. */
 export function presetRoutes() {

@@ -19,7 +19,7 @@ import {
 import { accountOf } from '../auth.js';
 import { ok } from '../envelope.js';
 import { clientGone } from '../response-signals.js';
-import { oneShotSchemas } from '../api-schemas.js';
+import { oneShotSchemas } from './simple-generate.schemas.js';
 
 async function answer(
   oneShot: OneShotService,

@@ -7,7 +7,7 @@ import type { SplitterService } from '../../splitter/splitter-service.js';
 import type { RequestParser } from '../../tasks/requests/request-parser.js';
 import { accountOf } from '../auth.js';
 import { declaredBodyBytes } from '../json-body.js';
-import { splitterSchemas } from '../api-schemas.js';
+import { splitterSchemas } from './splitter.schemas.js';
 
 interface IdParams {
   id: string;

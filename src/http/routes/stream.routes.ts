@@ -12,7 +12,7 @@ import { ok } from '../envelope.js';
 import { clientAddressKey, registerRateLimit, type RateLimitStore } from '../rate-limit.js';
 import { plannedRequestHeaders, sendStreamResponse } from '../reply-plan.js';
 import { responseClosed } from '../response-signals.js';
-import { streamSchemas } from '../api-schemas.js';
+import { streamSchemas } from './stream.schemas.js';
 
 /** Rate-limit settings of the stream endpoints. */
 export interface StreamRouteOptions {

@@ -9,7 +9,7 @@ import type { TaskService } from '../../tasks/task-service.js';
 import { accountOf } from '../auth.js';
 import { ok, okNoData } from '../envelope.js';
 import { declaredBodyBytes } from '../json-body.js';
-import { taskSchemas } from '../api-schemas.js';
+import { taskSchemas } from './task.schemas.js';
 
 interface IdParams {
   id: string;

@@ -8,7 +8,7 @@ import { AppError } from '../../errors/app-error.js';
 import type { VoiceService } from '../../voices/voice-service.js';
 import { accountOf } from '../auth.js';
 import { ok, okNoData } from '../envelope.js';
-import { voiceSchemas } from '../api-schemas.js';
+import { voiceSchemas } from './voice.schemas.js';
 
 interface IdParams {
   id: string;
