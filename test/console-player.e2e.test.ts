@@ -432,6 +432,11 @@ describe('console player and forms in Chromium', { skip: chromiumMissing }, () =
         0,
         'nothing is marked as playing while the audio has not started',
       );
+      await untilQuietly(
+        cdp,
+        `(() => { const r = document.getElementById('play').getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; })()`,
+        5_000,
+      );
       await quiet.screenshot({ path: join(OUTPUT, '5-play-button-narrow.png') });
       // The click is the gesture: the audio starts, the button goes.
       await quiet.locator('#play').click();
