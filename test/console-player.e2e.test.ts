@@ -182,6 +182,12 @@ describe('console player and forms in Chromium', { skip: chromiumMissing }, () =
     await page.locator('#who', { hasText: /Signed in as acct-/ }).waitFor();
     await page.locator('#voices li', { hasText: NARRATOR }).waitFor();
     assert.equal(await page.evaluate(`window.sameDocument`), true);
+    // Nothing of the other account's session stays: its splitter template gives way to this one's.
+    await untilPage(
+      page,
+      `document.getElementById('splitter-config').value.includes(${JSON.stringify(guest)})`,
+      5_000,
+    );
     assert.equal(await page.evaluate<string | null>(`sessionStorage.getItem('voicegen.key')`), t.key);
   });
 

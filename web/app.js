@@ -1090,9 +1090,17 @@ async function reloadFinished() {
 // A first-run link pasted into a tab that already shows the console changes only the fragment, which
 // loads nothing: the key is taken from the fragment here as well, and the tab signs in with it.
 window.addEventListener('hashchange', () => {
+  const previous = key;
   if (!takeKeyFromUrl()) return;
   stopPlayer();
   clearTimeout(tasksTimer);
+  if (key !== previous) {
+    // Another account: nothing of the previous one's splitter editing carries over.
+    editingSplitter = null;
+    splitterChosenByUser = false;
+    $('splitter-name').value = '';
+    $('splitter-config').value = '';
+  }
   void signIn();
 });
 
