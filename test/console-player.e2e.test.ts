@@ -274,6 +274,15 @@ describe('console player and forms in Chromium', { skip: chromiumMissing }, () =
     await text.fill('<A>Hello. <B>Hi.');
     assert.equal(await splitter.inputValue(), '');
     assert.equal(await page.locator('#voice-a').isVisible(), true);
+    // A splitter picked by hand stays picked; markers it lacks still make the text a dialogue.
+    await splitter.selectOption(interview);
+    await text.fill('No markers at all.');
+    assert.equal(await plain.isChecked(), true);
+    await text.fill('<A>Hello. <B>Hi.');
+    assert.equal(await dialogue.isChecked(), true);
+    assert.equal(await splitter.inputValue(), interview);
+    assert.match(await page.locator('#mode-hint').innerText(), /not of the splitter chosen/);
+    await splitter.selectOption('');
   });
 
   test('Generate plays the task by itself as soon as it streams, the player scrolled into view', async () => {

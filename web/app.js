@@ -400,13 +400,18 @@ function chooseModeForText() {
     $('task-splitter').value = splitter.id;
     showInlineVoices();
   }
-  const hasMarkers = splitter.markers.length > 0;
+  // Markers of any splitter make the text a dialogue, even when the splitter picked by hand lacks them.
+  const named = splitter.markers.length > 0 ? splitter : best;
+  const hasMarkers = named.markers.length > 0;
   if (hasMarkers !== textHadMarkers) setMode(hasMarkers ? 'dialogue' : 'plain');
   textHadMarkers = hasMarkers;
-  const shown = splitter.markers.slice(0, 6).join(' ');
-  $('mode-hint').textContent = hasMarkers
-    ? `The text has the markers ${shown}${splitter.markers.length > 6 ? ' …' : ''} of ${splitter.id === '' ? splitter.name : `the configuration ${splitter.name}`}.`
-    : '';
+  const shown = `${named.markers.slice(0, 6).join(' ')}${named.markers.length > 6 ? ' …' : ''}`;
+  const owner = named.id === '' ? named.name : `the configuration ${named.name}`;
+  $('mode-hint').textContent = !hasMarkers
+    ? ''
+    : named === splitter
+      ? `The text has the markers ${shown} of ${owner}.`
+      : `The text has the markers ${shown} of ${owner}, not of the splitter chosen.`;
 }
 
 $('task-text').addEventListener('input', chooseModeForText);
