@@ -164,7 +164,7 @@ describe('web console in Chromium', { skip: chromiumMissing }, () => {
     await page.locator('#download').waitFor();
     await page.screenshot({ path: join(OUTPUT, '3-finished.png'), fullPage: true });
 
-    // What the browser asked of the live stream, and what it was answered (spec 4.1).
+    // What the browser asked of the live stream, and what it was answered.
     assert.ok(exchanges.length > 0, 'the browser read the live stream');
     for (const exchange of exchanges) {
       assert.ok([200, 206].includes(exchange.status), `${exchange.status} for Range ${exchange.range}`);
