@@ -206,6 +206,7 @@ interface Row {
   m: Measurement;
   /** Across all English paragraphs; undefined for other languages. */
   wer?: number;
+  werPerParagraph?: number[];
   transcripts?: string[];
 }
 
@@ -242,6 +243,7 @@ async function main(): Promise<void> {
       const row: Row = { job, m };
       if (job.language === 'en') {
         const transcripts: string[] = [];
+        const perParagraph: number[] = [];
         let errors = 0;
         let words = 0;
         for (const [i, text] of job.paragraphs.entries()) {
@@ -250,15 +252,19 @@ async function main(): Promise<void> {
           const e = wordErrorRate(text, heard);
           errors += e.substitutions + e.deletions + e.insertions;
           words += e.referenceWords;
+          perParagraph.push(e.wer);
         }
         row.wer = errors / words;
+        row.werPerParagraph = perParagraph;
         row.transcripts = transcripts;
       }
       rows.push(row);
       console.log(
         `${job.engine}:${job.voice} (${job.language}): ${fmt(m.cpuSeconds / m.audioSeconds, 4)} CPU-s/audio-s, ` +
           `first audio ${fmt(m.firstAudioMsP50, 1)} ms, RSS ${fmt(m.peakRssMb, 0)} MB` +
-          (row.wer === undefined ? '' : `, WER ${fmt(row.wer, 2)}`),
+          (row.wer === undefined
+            ? ''
+            : `, WER ${fmt(row.wer, 2)} (per paragraph ${row.werPerParagraph?.map((w) => fmt(w, 2)).join(' / ')})`),
       );
       if (process.env.SHOW_TRANSCRIPTS) for (const t of row.transcripts ?? []) console.log(`  heard: ${t}`);
     }
