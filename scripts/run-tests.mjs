@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// Runs every *.test.ts under src/ and test/ with Node's test runner (tsx loader), after starting
-// the real servers of the scale-out tests (scripts/test-servers.sh: PostgreSQL, Redis, s3rver) and
-// passing their addresses as TEST_DATABASE_URL, TEST_REDIS_URL and TEST_S3_ENDPOINT.
+// Runs every *.test.ts under src/, test/ and bench/ (the benchmarks' own helpers) with Node's test
+// runner (tsx loader), after starting the real servers of the scale-out tests
+// (scripts/test-servers.sh: PostgreSQL, Redis, s3rver) and passing their addresses as
+// TEST_DATABASE_URL, TEST_REDIS_URL and TEST_S3_ENDPOINT.
 // Node 20's --test takes no globs, so the files are listed here. Pass paths/substrings to filter.
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,7 +19,7 @@ function walk(dir) {
 }
 
 const filters = process.argv.slice(2);
-const files = ['src', 'test']
+const files = ['src', 'test', 'bench']
   .flatMap((d) => walk(d))
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
   .sort();

@@ -15,11 +15,17 @@ import { scaleOutRequested, scaleOutServerEnv } from './scale-out.js';
 
 /** Installs the Debian packages whose commands are missing (apt-get, as scripts/setup-debian.sh does). */
 export function ensureDebianPackages(commandsByPackage: Record<string, string>): void {
-  const missing = Object.entries(commandsByPackage)
-    .filter(([, command]) => spawnSync('sh', ['-c', `command -v ${command}`]).status !== 0)
-    .map(([pkg]) => pkg);
-  if (missing.length === 0) return;
-  console.log(`installing reference tools from Debian: ${missing.join(', ')}`);
+  aptInstall(
+    Object.entries(commandsByPackage)
+      .filter(([, command]) => spawnSync('sh', ['-c', `command -v ${command}`]).status !== 0)
+      .map(([pkg]) => pkg),
+  );
+}
+
+/** Installs `packages` from Debian with apt-get (through sudo unless root); nothing when empty. */
+export function aptInstall(packages: readonly string[]): void {
+  if (packages.length === 0) return;
+  console.log(`installing reference tools from Debian: ${packages.join(', ')}`);
   const sudo = process.getuid?.() === 0 ? [] : ['sudo'];
   const run = (args: string[]) => {
     const result = spawnSync(
@@ -33,7 +39,7 @@ export function ensureDebianPackages(commandsByPackage: Record<string, string>):
     if (result.status !== 0) throw new Error(`${args.join(' ')} failed`);
   };
   run(['apt-get', 'update', '-qq']);
-  run(['apt-get', 'install', '-y', '-qq', '--no-install-recommends', ...missing]);
+  run(['apt-get', 'install', '-y', '-qq', '--no-install-recommends', ...packages]);
 }
 
 /** A free TCP port on the loopback interface. */
