@@ -50,8 +50,8 @@ const LATENCY = 'first audio after its first clause (tens of ms), 30–100× fas
 
 /**
  * The voices this provider offers, most intelligible first (word error rate of an offline
- * recogniser on English paragraphs: rms 0.15, kal16 0.23, slt 0.27, awb 0.42; espeak-ng's default
- * 0.93). Of the voices the build lists, `awb_time` is left out: it speaks only clock times.
+ * recogniser on three English paragraphs, `npm run bench:voices`: rms 0.08, kal16 0.18, slt 0.24,
+ * awb 0.25; espeak-ng's en-us 0.80). Of the voices the build lists, `awb_time` is left out: it speaks only clock times.
  */
 const VOICES: Readonly<Record<string, FliteVoiceInfo>> = {
   rms: {
