@@ -12,6 +12,7 @@ import { AdminService } from './admin/admin-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
 import { resolveLameBuild } from './audio/lame-stream.js';
 import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
+import type { EngineInfo } from './audio/engines/provider.js';
 import type { AppConfig } from './config/config.js';
 import { effectiveAdminToken } from './http/admin-auth.js';
 import { bearerAuth } from './http/auth.js';
@@ -77,6 +78,8 @@ export interface App {
   adminToken: string | undefined;
   /** Every route registered, as `METHOD url` with whether the API reference hides it (tests check the reference is complete). */
   routes: readonly RegisteredRoute[];
+  /** Reads MODELS_DIR again (SIGHUP, the admin API): one log line per model folder; resolves with their engines. */
+  rescanModels(): Promise<EngineInfo[]>;
   /** Stops accepting requests, then releases workers and the database. */
   close(): Promise<void>;
 }
@@ -139,12 +142,27 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   const synthesis = createEngineRegistry({
     remoteEndpoints: config.remoteEngines,
     timeouts: config.engineTimeouts,
+    neural: config.neural,
     ...(config.synthesisThreads !== undefined && { synthesisThreads: config.synthesisThreads }),
   });
   const encoders = createEncoderPool({
     lame,
     ...(config.encoderThreads !== undefined ? { size: config.encoderThreads } : {}),
   });
+  // Every model folder is reported at start, one line each: a broken one is unavailable, never fatal.
+  const rescanModels = async (): Promise<EngineInfo[]> => {
+    const models = await synthesis.rescan();
+    for (const m of models) {
+      if (m.available) http.log.info({ model: m.id }, `neural model ${m.id}: ${m.description}`);
+      else
+        http.log.warn(
+          { model: m.id, reason: m.reason },
+          `neural model ${m.id} is unavailable: ${m.reason ?? ''}`,
+        );
+    }
+    return models;
+  };
+  await rescanModels();
   http.log.info(
     { mp3Encoder: lame },
     `MP3 encoding: ${lame === 'native' ? 'native libmp3lame' : 'wasm LAME'}`,
@@ -299,6 +317,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     };
     await http.register(
       adminRoutes(new AdminService(accounts, async () => voices), adminToken, {
+        rescanModels,
         rateLimitMax: beforeAuth.max,
         rateLimitWindowMs: beforeAuth.windowMs,
         rateLimitStore: adapters.rateLimitStore,
@@ -354,6 +373,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       http,
       config,
       adminToken,
+      rescanModels,
       routes,
       services: {
         database,

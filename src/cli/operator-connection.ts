@@ -56,7 +56,11 @@ async function viaDatabase(config: AppConfig): Promise<OperatorConnection> {
   const accounts = new AccountService(handle.db);
   const blobs = blobStoreFor(config);
   // Imports validate bindings against the engines the server would speak them with.
-  const engines = createEngineRegistry({ remoteEndpoints: config.remoteEngines, synthesisThreads: 1 });
+  const engines = createEngineRegistry({
+    remoteEndpoints: config.remoteEngines,
+    synthesisThreads: 1,
+    neural: config.neural,
+  });
   const voices = async () => new VoiceService(new VoiceStore(handle.db), engines, blobs);
   return {
     operations: new AdminService(accounts, voices),

@@ -796,7 +796,7 @@ export const presetsSchema = route({
 
 const genderSchema = z.enum(['female', 'male']);
 
-const engineInfoSchema = z.object({
+export const engineInfoSchema = z.object({
   id: z.string().describe('Unique engine name: a built-in engine, or an operator-configured endpoint name'),
   provider: z.string().describe('The kind of engine: the `engine` field of its voice bindings'),
   available: z.boolean(),
@@ -948,6 +948,15 @@ export const adminSchemas = {
       'VALIDATION_INVALID_VALUE',
       'VOICE_MODEL_VERSION_INVALID',
     ],
+  }),
+  rescanModels: route({
+    summary: 'Rescan the neural models',
+    description:
+      'Reads MODELS_DIR again (as SIGHUP does): folders added or fixed appear in the catalogue. Answers every model folder as an engine, unavailable ones with the reason.',
+    tags: ['admin'],
+    access: 'adminToken',
+    ok: envelope(z.array(engineInfoSchema)),
+    errors: [],
   }),
 };
 

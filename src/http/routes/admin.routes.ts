@@ -1,5 +1,5 @@
 /**
- * The operator API under /admin (accounts, API keys, voice imports), authenticated by the admin
+ * The operator API under /admin (accounts, API keys, voice imports, a rescan of MODELS_DIR), authenticated by the admin
  * token alone. `:account` is an account id or name. Without an admin token the routes are not
  * registered at all, so /admin answers 404 RESOURCE_NOT_FOUND like any unknown path.
  * Revocation is `POST /admin/keys/:keyId/revoke` (a revoked key stays listed, so it is no delete).
@@ -19,6 +19,8 @@ import { adminSchemas } from '../api-schemas.js';
 
 /** Rate-limit settings of the admin routes (requests per client address and window). */
 export interface AdminRouteOptions {
+  /** Reads MODELS_DIR again; resolves with the neural engines it holds now. */
+  rescanModels: () => Promise<unknown[]>;
   rateLimitMax: number;
   rateLimitWindowMs: number;
   rateLimitStore: RateLimitStore;
@@ -81,6 +83,10 @@ export function adminRoutes(admin: AdminService, adminToken: string | undefined,
       '/admin/accounts/:account/voices/import',
       { schema: adminSchemas.importVoice },
       async (request) => ok(await admin.importVoice(request.params.account, request.body)),
+    );
+
+    app.post('/admin/models/rescan', { schema: adminSchemas.rescanModels }, async () =>
+      ok(await options.rescanModels()),
     );
   };
 }
