@@ -12,6 +12,7 @@ import { AdminService } from './admin/admin-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
 import { resolveLameBuild } from './audio/lame-stream.js';
 import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
+import { localModelOperations } from './audio/engines/neural-install.js';
 import type { EngineInfo } from './audio/engines/provider.js';
 import type { AppConfig } from './config/config.js';
 import { effectiveAdminToken } from './http/admin-auth.js';
@@ -316,12 +317,16 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       keyGenerator: clientAddressKey,
     };
     await http.register(
-      adminRoutes(new AdminService(accounts, async () => voices), adminToken, {
-        rescanModels,
-        rateLimitMax: beforeAuth.max,
-        rateLimitWindowMs: beforeAuth.windowMs,
-        rateLimitStore: adapters.rateLimitStore,
-      }),
+      adminRoutes(
+        new AdminService(accounts, async () => voices, localModelOperations(config.neural, rescanModels)),
+        adminToken,
+        {
+          rescanModels,
+          rateLimitMax: beforeAuth.max,
+          rateLimitWindowMs: beforeAuth.windowMs,
+          rateLimitStore: adapters.rateLimitStore,
+        },
+      ),
     );
 
     // Protected routes: a per-address limit (bad keys count too), the bearer key, then the per-account limit.

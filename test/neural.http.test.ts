@@ -2,14 +2,20 @@
 // threads): the model folders of MODELS_DIR in the catalogue (broken ones unavailable with the
 // reason, never fatal), a voice bound to the model streamed as MP3 in a task, in a one-shot and in
 // a splitter dialogue beside espeak-ng, a model sherpa-onnx cannot load failing its piece and
-// leaving the service up, and a folder added while it runs appearing after a rescan.
+// leaving the service up, models added and removed through the admin API and the CLI, and a folder
+// added while it runs appearing after a rescan.
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ffmpegErrors, probeAudio, decodeToPcm, rmsDbfs } from './helpers/audio-check.js';
+import { runCli } from './helpers/cli.js';
 import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
 import { makeTinyVits, TINY_VITS_RATE, TINY_VITS_SAMPLES_PER_TOKEN } from './helpers/tiny-vits.js';
 
@@ -196,6 +202,65 @@ describe('neural voices (sherpa-onnx)', () => {
     );
     assert.equal(ok.status, 200);
     await ok.arrayBuffer();
+  });
+
+  it('models add/list/remove through the admin API and the CLI put models in and out of the catalogue', async () => {
+    // The archive sherpa-onnx would publish: one folder holding the model, bzip2-compressed.
+    const scratch = mkdtempSync(join(tmpdir(), 'voicegen-archive-'));
+    const archive = join(scratch, 'vits-added.tar.bz2');
+    const src = makeTinyVits(scratch, 'vits-added', 1);
+    execFileSync('/usr/bin/python3', [
+      '-c',
+      'import sys, tarfile\nwith tarfile.open(sys.argv[1], "w:bz2") as t: t.add(sys.argv[2], arcname="vits-added")',
+      archive,
+      src,
+    ]);
+    const bytes = readFileSync(archive);
+    const files = createServer((_req, res) => res.writeHead(200).end(bytes));
+    await new Promise<void>((resolve) => files.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(files.address() as AddressInfo).port}/vits-added.tar.bz2`;
+    const admin = bearer(t.app.adminToken ?? '');
+    try {
+      const wrong = await t.app.http.inject({
+        method: 'POST',
+        url: '/admin/models',
+        headers: admin,
+        payload: { source: url, sha256: 'f'.repeat(64) },
+      });
+      assert.equal(wrong.statusCode, 400, wrong.body);
+      assert.equal(wrong.json<{ code: string }>().code, 'VALIDATION_INVALID_VALUE');
+      const sha256 = createHash('sha256').update(bytes).digest('hex');
+      const added = await t.app.http.inject({
+        method: 'POST',
+        url: '/admin/models',
+        headers: admin,
+        payload: { source: url, sha256 },
+      });
+      assert.equal(added.statusCode, 200, added.body);
+      assert.deepEqual(added.json<{ data: { name: string; speakers: string[] } }>().data.speakers, ['0']);
+      // In the catalogue at once, without a rescan of its own.
+      assert.equal((await get<Engine[]>('/api/engines')).find((e) => e.id === 'vits-added')?.available, true);
+      const cli = ['--url', t.baseUrl, '--admin-token', t.app.adminToken ?? ''];
+      const listed = await runCli({}, [...cli, 'models', 'list']);
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.match(listed.stdout, /^vits-added\tavailable\tvits\t16000 Hz\tvoices: 0$/m);
+      assert.match(listed.stdout, /^partial\tunavailable: no \.onnx model file$/m);
+      const removed = await runCli({}, [...cli, 'models', 'remove', 'vits-added']);
+      assert.equal(removed.code, 0, removed.stderr);
+      assert.equal(
+        (await get<Engine[]>('/api/engines')).some((e) => e.id === 'vits-added'),
+        false,
+      );
+      const again = await runCli({}, [...cli, 'models', 'add', archive, '--name', 'from_file']);
+      assert.equal(again.code, 0, again.stderr);
+      assert.match(again.stdout, /model from_file added/);
+      const missing = await runCli({}, [...cli, 'models', 'remove', 'nosuch']);
+      assert.equal(missing.code, 1);
+      assert.match(missing.stderr, /model "nosuch" not found/);
+    } finally {
+      await new Promise<void>((resolve) => files.close(() => resolve()));
+      rmSync(scratch, { recursive: true, force: true });
+    }
   });
 
   it('a folder added while the service runs appears after the admin rescan', async () => {

@@ -11,6 +11,7 @@
 import { AccountService } from '../accounts/account-service.js';
 import { AdminService, type AdminOperations } from '../admin/admin-service.js';
 import { createEngineRegistry } from '../audio/engines/engine-registry.js';
+import { localModelOperations } from '../audio/engines/neural-install.js';
 import type { AppConfig } from '../config/config.js';
 import { readServerFile, serverFilePath } from '../http/server-file.js';
 import { blobStoreFor } from '../adapters.js';
@@ -63,7 +64,8 @@ async function viaDatabase(config: AppConfig): Promise<OperatorConnection> {
   });
   const voices = async () => new VoiceService(new VoiceStore(handle.db), engines, blobs);
   return {
-    operations: new AdminService(accounts, voices),
+    // No server to tell: the next start (or SIGHUP) reads MODELS_DIR.
+    operations: new AdminService(accounts, voices, localModelOperations(config.neural)),
     via: 'database',
     close: async () => {
       await engines.close();

@@ -140,6 +140,8 @@ const envSchema = z.object({
   NEURAL_THREADS: intFrom(1, 64).default(1),
   /** Bytes of loaded neural models (estimated from their files), shared by the synthesis threads. */
   NEURAL_MODEL_MEMORY_BYTES: intFrom(1024 ** 2, Number.MAX_SAFE_INTEGER).default(1024 ** 3),
+  /** Bytes a model archive of `models add` may take, and separately its unpacked files. */
+  MODELS_MAX_ARCHIVE_BYTES: intFrom(1024, Number.MAX_SAFE_INTEGER).default(4 * 1024 ** 3),
   /** Operator token of the /admin API (accounts, keys, voice import); never a tenant key. */
   ADMIN_TOKEN: z.string().min(24, 'must be at least 24 characters').max(512).optional(),
   /** Scale-out: Redis (queue, events, leases, rate limits) and S3-compatible storage (blobs). */
@@ -261,8 +263,8 @@ export interface AppConfig {
   remoteEngines: Record<string, RemoteEndpointConfig>;
   /** Time limits of each engine call: connect and first byte (remote), whole piece (every engine). */
   engineTimeouts: { connectMs: number; firstByteMs: number; callMs: number };
-  /** The neural engine: MODELS_DIR (absolute), NEURAL_THREADS, NEURAL_MODEL_MEMORY_BYTES. */
-  neural: { modelsDir: string; threads: number; memoryBytes: number };
+  /** The neural engine: MODELS_DIR (absolute), NEURAL_THREADS, NEURAL_MODEL_MEMORY_BYTES, MODELS_MAX_ARCHIVE_BYTES. */
+  neural: { modelsDir: string; threads: number; memoryBytes: number; maxArchiveBytes: number };
   /** Operator token of the /admin API; undefined = generated per data dir (embedded) or /admin off (scale-out). */
   adminToken: string | undefined;
   /** Present in scale-out mode (REDIS_URL and S3_* set); null = embedded coordination and files. */
@@ -399,6 +401,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       modelsDir: resolve(e.MODELS_DIR ?? join(e.DATA_DIR, 'models')),
       threads: e.NEURAL_THREADS,
       memoryBytes: e.NEURAL_MODEL_MEMORY_BYTES,
+      maxArchiveBytes: e.MODELS_MAX_ARCHIVE_BYTES,
     },
     adminToken: e.ADMIN_TOKEN,
     scaleOut,

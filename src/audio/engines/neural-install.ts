@@ -16,7 +16,7 @@ import { createGunzip } from 'node:zlib';
 import { extract } from 'tar-stream';
 import unbzip2 from 'unbzip2-stream';
 import { AppError, errors } from '../../errors/app-error.js';
-import { MODEL_NAME, readModel, type NeuralModel } from './neural-models.js';
+import { MODEL_NAME, readModel, scanModels, type NeuralModel, type ScannedModel } from './neural-models.js';
 
 /** Default of MODELS_MAX_ARCHIVE_BYTES: the largest published Kokoro archive unpacks to about 1 GiB. */
 export const DEFAULT_MODEL_ARCHIVE_BYTES = 4 * 1024 ** 3;
@@ -216,4 +216,66 @@ function safePath(dir: string, name: string): string {
   }
   const kept = parts.filter((p) => p !== '' && p !== '.');
   return kept.length === 0 ? dir : join(dir, ...kept);
+}
+
+/** A model folder as the operator sees it (`models list`, the admin API). */
+export interface ModelRecord {
+  name: string;
+  available: boolean;
+  /** Why it cannot be used, when unavailable. */
+  reason?: string;
+  family?: string;
+  sampleRate?: number;
+  speakers?: string[];
+  languages?: string[];
+}
+
+/** What `models add` takes: an http(s) URL or a file path on the machine that unpacks it. */
+export interface AddModelRequest {
+  source: string;
+  sha256?: string | undefined;
+  name?: string | undefined;
+}
+
+/** The model operations of the operator: on MODELS_DIR itself, then `changed` (a rescan). */
+export interface ModelOperations {
+  list(): Promise<ModelRecord[]>;
+  add(request: AddModelRequest): Promise<ModelRecord>;
+  remove(name: string): Promise<void>;
+}
+
+export function modelRecord(model: ScannedModel): ModelRecord {
+  if (!model.available) return { name: model.name, available: false, reason: model.reason };
+  return {
+    name: model.name,
+    available: true,
+    family: model.family,
+    sampleRate: model.sampleRate,
+    speakers: model.speakers,
+    languages: model.languages,
+  };
+}
+
+/** Model operations on `modelsDir`; `changed` runs after a model was added or removed. */
+export function localModelOperations(
+  settings: { modelsDir: string; maxArchiveBytes: number },
+  changed: () => Promise<unknown> = async () => undefined,
+): ModelOperations {
+  return {
+    list: async () => (await scanModels(settings.modelsDir)).map(modelRecord),
+    async add(request) {
+      const model = await installModel(request.source, {
+        modelsDir: settings.modelsDir,
+        maxBytes: settings.maxArchiveBytes,
+        sha256: request.sha256,
+        name: request.name,
+      });
+      await changed();
+      return modelRecord({ available: true, ...model });
+    },
+    async remove(name) {
+      await removeModel(settings.modelsDir, name);
+      await changed();
+    },
+  };
 }

@@ -7,6 +7,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { AdminService } from '../../admin/admin-service.js';
+import type { AddModelRequest } from '../../audio/engines/neural-install.js';
 import { adminAuth } from '../admin-auth.js';
 import { ok, okNoData } from '../envelope.js';
 import {
@@ -87,6 +88,21 @@ export function adminRoutes(admin: AdminService, adminToken: string | undefined,
 
     app.post('/admin/models/rescan', { schema: adminSchemas.rescanModels }, async () =>
       ok(await options.rescanModels()),
+    );
+
+    app.get('/admin/models', { schema: adminSchemas.listModels }, async () => ok(await admin.listModels()));
+
+    app.post('/admin/models', { schema: adminSchemas.addModel }, async (request) =>
+      ok(await admin.addModel(request.body as AddModelRequest)),
+    );
+
+    app.delete<{ Params: { name: string } }>(
+      '/admin/models/:name',
+      { schema: adminSchemas.removeModel },
+      async (request) => {
+        await admin.removeModel(request.params.name);
+        return okNoData();
+      },
     );
   };
 }
