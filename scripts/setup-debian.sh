@@ -3,8 +3,9 @@
 # produced MP3s), lame (the native reference encoder of bench/), libmp3lame-dev (the header the
 # native LAME addon is built against at npm ci; without it the wasm build is used), and the servers of the scale-out
 # tests: PostgreSQL, Redis and nginx (started by scripts/test-servers.sh, not here), and Chromium for
-# the web console's end-to-end test (driven by playwright-core, never a downloaded browser). Idempotent;
-# skips what is present.
+# the web console's end-to-end test (driven by playwright-core, never a downloaded browser), and
+# python3-onnx, with which the tests build their own tiny neural voice model
+# (scripts/make-tiny-vits.py). Idempotent; skips what is present.
 set -euo pipefail
 need=()
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
@@ -14,6 +15,7 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v nginx >/dev/null || need+=(nginx)
 command -v chromium >/dev/null || need+=(chromium)
+/usr/bin/python3 -c "import onnx" >/dev/null 2>&1 || need+=(python3-onnx)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq

@@ -13,6 +13,8 @@ import { AdminService } from './admin/admin-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
 import { resolveLameBuild, type LameBuild } from './audio/lame-stream.js';
 import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
+import { localModelOperations } from './audio/engines/neural-install.js';
+import type { EngineInfo } from './audio/engines/provider.js';
 import type { AppConfig } from './config/config.js';
 import { effectiveAdminToken } from './http/admin-auth.js';
 import { bearerAuth } from './http/auth.js';
@@ -79,6 +81,8 @@ export interface App {
   adminToken: string | undefined;
   /** Every route registered, as `METHOD url` with whether the API reference hides it (tests check the reference is complete). */
   routes: readonly RegisteredRoute[];
+  /** Reads MODELS_DIR again (SIGHUP, the admin API): one log line per model folder; resolves with their engines. */
+  rescanModels(): Promise<EngineInfo[]>;
   /** Stops accepting requests, then releases workers and the database. */
   close(): Promise<void>;
 }
@@ -128,6 +132,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     const metrics = serviceMetrics(http);
     const engines = openEngines(config, http, lame);
     opened.engines = engines;
+    await engines.rescanModels();
     const routes = collectRoutes(http);
     useDocumentingSchemas(http);
     await registerOpenApi(http, { version: SERVICE_VERSION, publicUrl: config.publicUrl });
@@ -153,7 +158,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     const adminToken = await registerRoutes(http, config, adapters, services, metrics.registry, engines);
     await http.ready();
     await runner.start();
-    return { http, config, adminToken, routes, services, close };
+    return { http, config, adminToken, routes, services, rescanModels: engines.rescanModels, close };
   } catch (err) {
     await close().catch((closeErr: unknown) =>
       http.log.error({ err: closeErr }, 'teardown after a failed start'),
@@ -262,25 +267,41 @@ interface Engines {
   synthesis: EngineRegistry;
   encoders: EncoderPool;
   requestParser: RequestParser;
+  /** Reads MODELS_DIR again and logs one line per model folder; resolves with their engines. */
+  rescanModels: () => Promise<EngineInfo[]>;
 }
 
 function openEngines(config: AppConfig, http: FastifyInstance, lame: LameBuild): Engines {
   const synthesis = createEngineRegistry({
     remoteEndpoints: config.remoteEngines,
     timeouts: config.engineTimeouts,
+    neural: config.neural,
     ...(config.synthesisThreads !== undefined && { synthesisThreads: config.synthesisThreads }),
   });
   const encoders = createEncoderPool({
     lame,
     ...(config.encoderThreads !== undefined ? { size: config.encoderThreads } : {}),
   });
+  // Every model folder is reported at start, one line each: a broken one is unavailable, never fatal.
+  const rescanModels = async (): Promise<EngineInfo[]> => {
+    const models = await synthesis.rescan();
+    for (const m of models) {
+      if (m.available) http.log.info({ model: m.id }, `neural model ${m.id}: ${m.description}`);
+      else
+        http.log.warn(
+          { model: m.id, reason: m.reason },
+          `neural model ${m.id} is unavailable: ${m.reason ?? ''}`,
+        );
+    }
+    return models;
+  };
   http.log.info(
     { mp3Encoder: lame },
     `MP3 encoding: ${lame === 'native' ? 'native libmp3lame' : 'wasm LAME'}`,
   );
   // Generate and preview requests: large ones are parsed on a thread of their own.
   const requestParser = workerPoolRequestParser(config.limits);
-  return { synthesis, encoders, requestParser };
+  return { synthesis, encoders, requestParser, rescanModels };
 }
 
 // ---- accounts, voices, splitters ----------------------------------------------------------------
@@ -456,11 +477,20 @@ async function registerRoutes(
   // Operator API: the admin token only, never a tenant key (and tenant routes never take the admin token).
   const adminToken = effectiveAdminToken(config);
   await http.register(
-    adminRoutes(new AdminService(accounts, async () => voices), adminToken, {
-      rateLimitMax: config.rateLimit.ipMax,
-      rateLimitWindowMs: config.rateLimit.windowMs,
-      rateLimitStore: adapters.rateLimitStore,
-    }),
+    adminRoutes(
+      new AdminService(
+        accounts,
+        async () => voices,
+        localModelOperations(config.neural, engines.rescanModels),
+      ),
+      adminToken,
+      {
+        rescanModels: engines.rescanModels,
+        rateLimitMax: config.rateLimit.ipMax,
+        rateLimitWindowMs: config.rateLimit.windowMs,
+        rateLimitStore: adapters.rateLimitStore,
+      },
+    ),
   );
   await http.register(tenantRoutes(config, adapters, services, engines));
   return adminToken;

@@ -1,4 +1,4 @@
-/** Service entry point: validated config → app → listen; graceful shutdown on SIGINT/SIGTERM. */
+/** Service entry point: validated config → app → listen; graceful shutdown on SIGINT/SIGTERM; SIGHUP rescans MODELS_DIR. */
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config/config.js';
 import { localUrl, removeServerFile, writeServerFile } from './http/server-file.js';
@@ -34,6 +34,10 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
+  // SIGHUP reads MODELS_DIR again: model folders added or fixed while the service runs appear.
+  process.on('SIGHUP', () => {
+    app.rescanModels().catch((err: unknown) => log.error({ err }, 'rescanning MODELS_DIR failed'));
+  });
 
   await app.http.listen({ host: config.host, port: config.port });
   // The operator CLI finds this server (and a generated admin token) through server.json.

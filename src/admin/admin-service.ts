@@ -1,5 +1,6 @@
 /**
- * Operator operations behind the /admin API and the CLI: accounts, API keys and voice imports.
+ * Operator operations behind the /admin API and the CLI: accounts, API keys, voice imports and the
+ * neural model folders of MODELS_DIR.
  * Accounts are named by id or name; results are plain JSON records, the same over HTTP and when
  * the CLI opens the database itself, so both paths print the same thing.
  */
@@ -9,6 +10,7 @@ import { errors } from '../errors/app-error.js';
 import { parseInput, storableString } from '../errors/validation.js';
 import type { VoiceStatus, VoiceVersion } from '../storage/schema.js';
 import { voiceBindingSchema } from '../audio/engines/engine-registry.js';
+import type { AddModelRequest, ModelOperations, ModelRecord } from '../audio/engines/neural-install.js';
 import { languageSchema, type Voice, type VoiceService } from '../voices/voice-service.js';
 
 /** An account as operators see it. */
@@ -71,7 +73,27 @@ export interface AdminOperations {
   importVoice(account: string, request: VoiceImportRequest): Promise<Voice>;
   /** The account's voices as import requests (in the list's order): what `voices import --from` takes back. */
   exportVoices(account: string): Promise<VoiceImportRequest[]>;
+  /** The neural model folders of MODELS_DIR, unavailable ones with the reason. */
+  listModels(): Promise<ModelRecord[]>;
+  /** Unpacks a model archive (URL or file of the machine that runs it) into MODELS_DIR. */
+  addModel(request: AddModelRequest): Promise<ModelRecord>;
+  /** Removes a model folder of MODELS_DIR. */
+  removeModel(name: string): Promise<void>;
 }
+
+/** Body of `POST /admin/models`. */
+export const addModelRequestSchema = z.object({
+  source: z
+    .string()
+    .min(1)
+    .max(4096)
+    .describe('An http(s) URL or a file path of a .tar.bz2/.tar.gz model archive'),
+  sha256: z.string().optional().describe("The archive's expected SHA-256 (hex)"),
+  name: z
+    .string()
+    .optional()
+    .describe("The model's folder name (its engine id); default: the archive's folder"),
+});
 
 /** A voice as the import request that recreates it (another install, another account). */
 export function voiceExport(voice: Voice): VoiceImportRequest {
@@ -106,7 +128,21 @@ export class AdminService implements AdminOperations {
   constructor(
     private readonly accounts: AccountService,
     private readonly voices: () => Promise<VoiceService>,
+    private readonly models: ModelOperations,
   ) {}
+
+  listModels(): Promise<ModelRecord[]> {
+    return this.models.list();
+  }
+
+  async addModel(body: unknown): Promise<ModelRecord> {
+    const request = parseInput(addModelRequestSchema, body, 'VALIDATION_INVALID_VALUE', 'model');
+    return this.models.add(request);
+  }
+
+  removeModel(name: string): Promise<void> {
+    return this.models.remove(name);
+  }
 
   async createAccount(body: unknown): Promise<AccountRecord> {
     const { name } = parseInput(createAccountRequestSchema, body);

@@ -58,3 +58,10 @@ declare module '@echogarden/speex-resampler-wasm' {
   const factory: (moduleArg?: object) => Promise<SpeexModule>;
   export default factory;
 }
+
+declare module 'unbzip2-stream' {
+  import type { Transform } from 'node:stream';
+  /** A stream that decompresses bzip2 (a classic `through` stream: written, piped, 'error' on bad data). */
+  const unbzip2: () => Transform;
+  export default unbzip2;
+}

@@ -7,6 +7,7 @@ import type {
   IssuedApiKey,
   VoiceImportRequest,
 } from '../admin/admin-service.js';
+import type { AddModelRequest, ModelRecord } from '../audio/engines/neural-install.js';
 import type { Voice } from '../voices/voice-service.js';
 import { CliError } from './cli-error.js';
 
@@ -53,6 +54,19 @@ export class AdminHttpClient implements AdminOperations {
     return this.call<Voice>('POST', `/admin/accounts/${encodeURIComponent(account)}/voices/import`, request);
   }
 
+  async listModels(): Promise<ModelRecord[]> {
+    return this.call<ModelRecord[]>('GET', '/admin/models');
+  }
+
+  async addModel(request: AddModelRequest): Promise<ModelRecord> {
+    // A download of a large model takes minutes.
+    return this.call<ModelRecord>('POST', '/admin/models', request, 60 * 60_000);
+  }
+
+  async removeModel(name: string): Promise<void> {
+    await this.call<unknown>('DELETE', `/admin/models/${encodeURIComponent(name)}`);
+  }
+
   async exportVoices(account: string): Promise<VoiceImportRequest[]> {
     return this.call<VoiceImportRequest[]>(
       'GET',
@@ -60,7 +74,12 @@ export class AdminHttpClient implements AdminOperations {
     );
   }
 
-  private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
+  private async call<T>(
+    method: 'GET' | 'POST' | 'DELETE',
+    path: string,
+    body?: unknown,
+    timeoutMs = this.timeoutMs,
+  ): Promise<T> {
     const url = `${this.baseUrl}${path}`;
     let response: Response;
     try {
@@ -71,7 +90,7 @@ export class AdminHttpClient implements AdminOperations {
           ...(body !== undefined && { 'content-type': 'application/json' }),
         },
         ...(body !== undefined && { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (err) {
       const reason =

@@ -38,6 +38,7 @@ export async function localCatalogue(config: AppConfig): Promise<CatalogueSource
   const registry: EngineRegistry = createEngineRegistry({
     remoteEndpoints: config.remoteEngines,
     synthesisThreads: 1,
+    neural: config.neural,
   });
   return {
     engines: () => registry.engines(),

@@ -1,5 +1,5 @@
 /**
- * Operator CLI: accounts, API keys and voice imports. With a server running, every command goes
+ * Operator CLI: accounts, API keys, voice imports and neural models. With a server running, every command goes
  * through its /admin API (found via DATA_DIR/server.json, or --url/VOICEGEN_URL); otherwise the
  * CLI opens the database itself (see operator-connection.ts for the order).
  * Exit codes: 0 done, 1 the operation failed, 2 no usable target (server unreachable, token unknown).
@@ -7,7 +7,9 @@
 import { Presets, SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { writeFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import type { AdminOperations, VoiceImportRequest } from '../admin/admin-service.js';
+import type { ModelRecord } from '../audio/engines/neural-install.js';
 import { ConfigError, loadConfig } from '../config/config.js';
 import { isAppError } from '../errors/app-error.js';
 import type { VoiceVersion } from '../storage/schema.js';
@@ -226,6 +228,67 @@ async function tenantTarget(key: string | undefined): Promise<SynthTarget> {
     throw new CliError('no server is running on DATA_DIR: give its address with --url', 2);
   return remoteTarget(url, key);
 }
+
+/** One line per model folder: name, availability (or why not), family, rate, voices. */
+function formatModels(list: readonly ModelRecord[]): string {
+  return list
+    .map((m) =>
+      m.available
+        ? [
+            m.name,
+            'available',
+            m.family,
+            `${m.sampleRate ?? ''} Hz`,
+            `voices: ${(m.speakers ?? []).join(', ')}`,
+          ].join('\t')
+        : [m.name, `unavailable: ${m.reason ?? ''}`].join('\t'),
+    )
+    .join('\n');
+}
+
+const models = program
+  .command('models')
+  .description('manage the neural voice models of MODELS_DIR (sherpa-onnx model folders)');
+models
+  .command('add <archive>')
+  .description(
+    'unpack a .tar.bz2/.tar.gz model archive (an http(s) URL or a file) into MODELS_DIR; a running server lists it at once',
+  )
+  .option('--sha256 <hex>', "the archive's expected SHA-256: another archive is refused")
+  .option('--name <name>', "the model's folder name (its engine id); default: the archive's folder")
+  .option('--json', 'print the model as JSON', false)
+  .action(async (archive: string, opts: { sha256?: string; name?: string; json: boolean }) =>
+    withOperations(async (ops) => {
+      // A server unpacks a file path on its own machine: give it the absolute path.
+      const source = /^[a-z][a-z0-9+.-]*:\/\//i.test(archive) ? archive : resolve(archive);
+      const model = await ops.addModel({ source, sha256: opts.sha256, name: opts.name });
+      print(
+        opts.json,
+        model,
+        () => `model ${model.name} added (voices: ${(model.speakers ?? []).join(', ')})`,
+      );
+    }),
+  );
+models
+  .command('list')
+  .description('list the model folders, unavailable ones with the reason')
+  .option('--json', 'print the models as a JSON array', false)
+  .action(async (opts: { json: boolean }) =>
+    withOperations(async (ops) => {
+      const list = await ops.listModels();
+      print(opts.json, list, () => formatModels(list));
+    }),
+  );
+models
+  .command('remove <name>')
+  .description('remove a model folder (voices bound to it fail until it is back)')
+  .option('--json', 'print {name, removed} as JSON', false)
+  .action(async (name: string, opts: { json: boolean }) =>
+    withOperations(async (ops) => {
+      await ops.removeModel(name);
+      print(opts.json, { name, removed: true }, () => `model ${name} removed`);
+    }),
+  );
 
 const keyOption = () => new Option('--key <key>', 'an API key of the account').env('VOICEGEN_KEY');
 const tasks = program

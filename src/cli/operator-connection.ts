@@ -12,6 +12,7 @@ import { AccountService } from '../accounts/account-service.js';
 import { SqlAccountStore } from '../accounts/account-store.sql.js';
 import { AdminService, type AdminOperations } from '../admin/admin-service.js';
 import { createEngineRegistry } from '../audio/engines/engine-registry.js';
+import { localModelOperations } from '../audio/engines/neural-install.js';
 import type { AppConfig } from '../config/config.js';
 import { readServerFile, serverFilePath } from '../http/server-file.js';
 import { blobStoreFor } from '../adapters.js';
@@ -57,10 +58,15 @@ async function viaDatabase(config: AppConfig): Promise<OperatorConnection> {
   const accounts = new AccountService(new SqlAccountStore(handle.db));
   const blobs = blobStoreFor(config);
   // Imports validate bindings against the engines the server would speak them with.
-  const engines = createEngineRegistry({ remoteEndpoints: config.remoteEngines, synthesisThreads: 1 });
+  const engines = createEngineRegistry({
+    remoteEndpoints: config.remoteEngines,
+    synthesisThreads: 1,
+    neural: config.neural,
+  });
   const voices = async () => new VoiceService(new VoiceStore(handle.db), engines, blobs);
   return {
-    operations: new AdminService(accounts, voices),
+    // No server to tell: the next start (or SIGHUP) reads MODELS_DIR.
+    operations: new AdminService(accounts, voices, localModelOperations(config.neural)),
     via: 'database',
     close: async () => {
       await engines.close();

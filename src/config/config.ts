@@ -2,7 +2,7 @@
  * Service configuration: environment variables validated once at start into a typed object that is
  * passed to `buildApp`. Nothing reads `process.env` elsewhere, so tests build apps with their own config.
  */
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { z } from 'zod';
 
 const API_KEY_PATTERN = /^sk-[a-z0-9]{32}$/;
@@ -134,6 +134,14 @@ const envSchema = z.object({
   ENGINE_CONNECT_TIMEOUT_MS: intFrom(100, 3_600_000).default(10_000),
   ENGINE_FIRST_BYTE_TIMEOUT_MS: intFrom(100, 3_600_000).default(30_000),
   ENGINE_CALL_TIMEOUT_MS: intFrom(100, 3_600_000).default(120_000),
+  /** Neural model folders (sherpa-onnx layouts), one engine each; default DATA_DIR/models. */
+  MODELS_DIR: z.string().min(1).optional(),
+  /** onnxruntime threads of each loaded neural model instance. */
+  NEURAL_THREADS: intFrom(1, 64).default(1),
+  /** Bytes of loaded neural models (estimated from their files), shared by the synthesis threads. */
+  NEURAL_MODEL_MEMORY_BYTES: intFrom(1024 ** 2, Number.MAX_SAFE_INTEGER).default(1024 ** 3),
+  /** Bytes a model archive of `models add` may take, and separately its unpacked files. */
+  MODELS_MAX_ARCHIVE_BYTES: intFrom(1024, Number.MAX_SAFE_INTEGER).default(4 * 1024 ** 3),
   /** Operator token of the /admin API (accounts, keys, voice import); never a tenant key. */
   ADMIN_TOKEN: z.string().min(24, 'must be at least 24 characters').max(512).optional(),
   /** Scale-out: Redis (queue, events, leases, rate limits) and S3-compatible storage (blobs). */
@@ -255,6 +263,8 @@ export interface AppConfig {
   remoteEngines: Record<string, RemoteEndpointConfig>;
   /** Time limits of each engine call: connect and first byte (remote), whole piece (every engine). */
   engineTimeouts: { connectMs: number; firstByteMs: number; callMs: number };
+  /** The neural engine: MODELS_DIR (absolute), NEURAL_THREADS, NEURAL_MODEL_MEMORY_BYTES, MODELS_MAX_ARCHIVE_BYTES. */
+  neural: { modelsDir: string; threads: number; memoryBytes: number; maxArchiveBytes: number };
   /** Operator token of the /admin API; undefined = generated per data dir (embedded) or /admin off (scale-out). */
   adminToken: string | undefined;
   /** Present in scale-out mode (REDIS_URL and S3_* set); null = embedded coordination and files. */
@@ -386,6 +396,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       connectMs: e.ENGINE_CONNECT_TIMEOUT_MS,
       firstByteMs: e.ENGINE_FIRST_BYTE_TIMEOUT_MS,
       callMs: e.ENGINE_CALL_TIMEOUT_MS,
+    },
+    neural: {
+      modelsDir: resolve(e.MODELS_DIR ?? join(e.DATA_DIR, 'models')),
+      threads: e.NEURAL_THREADS,
+      memoryBytes: e.NEURAL_MODEL_MEMORY_BYTES,
+      maxArchiveBytes: e.MODELS_MAX_ARCHIVE_BYTES,
     },
     adminToken: e.ADMIN_TOKEN,
     scaleOut,

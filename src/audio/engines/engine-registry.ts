@@ -18,19 +18,21 @@ import {
 } from './engine.js';
 import { espeakProvider } from './espeak.provider.js';
 import { fliteProvider } from './flite.provider.js';
+import { neuralProvider } from './neural.provider.js';
 import type { RemoteEndpoint } from './openai.engine.js';
 import {
   languageMatches,
   type BaseBinding,
   type EngineInfo,
   type EngineVoice,
+  type NeuralSettings,
   type ProviderInstance,
 } from './provider.js';
 import { remoteProvider } from './remote.provider.js';
 import { bindingFromSpec } from './voice-spec.js';
 
 /** Every engine kind the service has; the order is the order of preference for a new voice's default. */
-export const PROVIDERS = [fliteProvider, espeakProvider, remoteProvider] as const;
+export const PROVIDERS = [fliteProvider, espeakProvider, neuralProvider, remoteProvider] as const;
 
 /** The providers' binding schemas, as the tuple the union needs. */
 type SchemasOf<T extends readonly unknown[]> = {
@@ -54,6 +56,8 @@ export interface EngineRegistryOptions {
   synthesisThreads?: number;
   /** Time limits of each engine call (default DEFAULT_ENGINE_TIMEOUTS). */
   timeouts?: EngineTimeouts;
+  /** MODELS_DIR and the neural engine's limits (none: no neural models). */
+  neural?: NeuralSettings;
 }
 
 /** Which catalogue voices to list: of one engine (an engine id or a provider id), speaking a language. */
@@ -76,6 +80,8 @@ export interface EngineRegistry {
   engines(): Promise<EngineInfo[]>;
   /** The voices of the available engines; VALIDATION_INVALID_VALUE for an unknown engine. */
   voices(filter?: VoiceFilter): Promise<EngineVoice[]>;
+  /** Reads the engines' sources again (MODELS_DIR's folders); resolves with the engines they give now. */
+  rescan(): Promise<EngineInfo[]>;
   /** Stops the engines' worker threads. */
   close(): Promise<void>;
 }
@@ -90,6 +96,7 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
     remoteEndpoints: options.remoteEndpoints,
     timeouts,
     ...(options.synthesisThreads !== undefined && { synthesisThreads: options.synthesisThreads }),
+    ...(options.neural !== undefined && { neural: options.neural }),
   };
   const instances = new Map<string, AnyInstance>(
     PROVIDERS.map((p) => [p.id, p.create(settings) as unknown as AnyInstance]),
@@ -144,6 +151,16 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
         .filter((v) => usable.has(v.engine))
         .filter((v) => wanted === undefined || v.engine === wanted || v.binding.engine === wanted);
       return filter.language === undefined ? chosen : speaking(chosen, filter.language);
+    },
+    async rescan() {
+      const lists = await Promise.all(
+        [...instances.values()].map(async (i) => {
+          if (i.rescan === undefined) return [];
+          await i.rescan();
+          return i.engines();
+        }),
+      );
+      return lists.flat();
     },
     async close() {
       await Promise.all([...instances.values()].map((i) => i.close()));

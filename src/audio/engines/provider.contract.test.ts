@@ -1,8 +1,12 @@
-// The provider contract, run against every engine: the embedded espeak-ng and Flite, and the remote engine
-// against a local fake OpenAI-compatible server. A new provider adds its case to CASES.
+// The provider contract, run against every engine: the embedded espeak-ng and Flite, the neural engine
+// with the tests' own tiny VITS model (real sherpa-onnx), and the remote engine against a local fake
+// OpenAI-compatible server. A new provider adds its case to CASES.
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { isAppError } from '../../errors/app-error.js';
 import { encodePiece } from '../continuous-encoder.js';
@@ -17,6 +21,7 @@ import {
   type EngineRegistryOptions,
   type VoiceBinding,
 } from './engine-registry.js';
+import { makeTinyVits } from '../../../test/helpers/tiny-vits.js';
 
 const TEXT = 'Hello there, my friend. How are you today?';
 const WORDS = ['Hello', 'there', 'my', 'friend', 'How', 'are', 'you', 'today'];
@@ -43,6 +48,17 @@ interface ProviderCase {
 }
 
 const REMOTE: VoiceBinding = { engine: 'remote', endpoint: 'fake', voice: 'alloy' };
+
+/** MODELS_DIR of the neural case: the tiny model as `tiny`, made on first use. */
+let modelsDir: string | undefined;
+function neuralModels(): string {
+  if (modelsDir === undefined) {
+    modelsDir = mkdtempSync(join(tmpdir(), 'voicegen-models-'));
+    makeTinyVits(modelsDir, 'tiny', 2);
+  }
+  return modelsDir;
+}
+
 const CASES: ProviderCase[] = [
   {
     provider: 'flite',
@@ -74,6 +90,24 @@ const CASES: ProviderCase[] = [
       { engine: 'espeak', voice: 'en-us+f3' },
     ],
     speak: { engine: 'espeak', voice: 'en-us' },
+  },
+  {
+    provider: 'neural',
+    options: () => ({
+      remoteEndpoints: {},
+      synthesisThreads: 1,
+      neural: { modelsDir: neuralModels(), threads: 1, memoryBytes: 64 * 1024 ** 2 },
+    }),
+    good: [
+      { engine: 'neural', model: 'tiny', voice: '0' },
+      { engine: 'neural', model: 'tiny', voice: '1' },
+    ],
+    bad: [
+      { engine: 'neural', model: 'nosuch', voice: '0' },
+      { engine: 'neural', model: 'tiny', voice: '2' },
+      { engine: 'neural', model: '../tiny', voice: '0' },
+    ],
+    speak: { engine: 'neural', model: 'tiny', voice: '1' },
   },
   {
     provider: 'remote',
@@ -109,7 +143,10 @@ before(async () => {
   mp3 = Buffer.concat(parts);
   await pool.close();
 });
-after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+after(async () => {
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (modelsDir !== undefined) rmSync(modelsDir, { recursive: true, force: true });
+});
 
 it('every provider has a case in this suite', () => {
   assert.deepEqual(

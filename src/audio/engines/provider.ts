@@ -73,6 +73,18 @@ export interface ProviderSettings {
   synthesisThreads?: number;
   /** Time limits of each engine call. */
   timeouts: EngineTimeouts;
+  /** The neural engine's models and limits (none: no models). */
+  neural?: NeuralSettings;
+}
+
+/** What the neural provider is configured with (config.ts). */
+export interface NeuralSettings {
+  /** MODELS_DIR: one folder per model. */
+  modelsDir: string;
+  /** NEURAL_THREADS: onnxruntime threads of each loaded model instance. */
+  threads: number;
+  /** NEURAL_MODEL_MEMORY_BYTES: bytes of loaded models (estimated from their files), shared by the synthesis threads. */
+  memoryBytes: number;
 }
 
 /**
@@ -92,6 +104,8 @@ export interface ProviderInstance<B extends BaseBinding> {
   engineId(binding: B): string;
   /** The engine that speaks `binding` (the registry adds the call deadline); may throw like `validate`. */
   engineFor(binding: B): SpeechEngine;
+  /** Reads its engines' sources again (model folders), for engines that come and go while it runs. */
+  rescan?(): Promise<unknown>;
   close(): Promise<void>;
 }
 

@@ -1,5 +1,5 @@
 /**
- * The operator API under /admin (accounts, API keys, voice imports), authenticated by the admin
+ * The operator API under /admin (accounts, API keys, voice imports, a rescan of MODELS_DIR), authenticated by the admin
  * token alone. `:account` is an account id or name. Without an admin token the routes are not
  * registered at all, so /admin answers 404 RESOURCE_NOT_FOUND like any unknown path.
  * Revocation is `POST /admin/keys/:keyId/revoke` (a revoked key stays listed, so it is no delete).
@@ -7,6 +7,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { AdminService } from '../../admin/admin-service.js';
+import type { AddModelRequest } from '../../audio/engines/neural-install.js';
 import { adminAuth } from '../admin-auth.js';
 import { ok, okNoData } from '../envelope.js';
 import {
@@ -19,6 +20,8 @@ import { adminSchemas } from './admin.schemas.js';
 
 /** Rate-limit settings of the admin routes (requests per client address and window). */
 export interface AdminRouteOptions {
+  /** Reads MODELS_DIR again; resolves with the neural engines it holds now. */
+  rescanModels: () => Promise<unknown[]>;
   rateLimitMax: number;
   rateLimitWindowMs: number;
   rateLimitStore: RateLimitStore;
@@ -81,6 +84,25 @@ export function adminRoutes(admin: AdminService, adminToken: string | undefined,
       '/admin/accounts/:account/voices/import',
       { schema: adminSchemas.importVoice },
       async (request) => ok(await admin.importVoice(request.params.account, request.body)),
+    );
+
+    app.post('/admin/models/rescan', { schema: adminSchemas.rescanModels }, async () =>
+      ok(await options.rescanModels()),
+    );
+
+    app.get('/admin/models', { schema: adminSchemas.listModels }, async () => ok(await admin.listModels()));
+
+    app.post('/admin/models', { schema: adminSchemas.addModel }, async (request) =>
+      ok(await admin.addModel(request.body as AddModelRequest)),
+    );
+
+    app.delete<{ Params: { name: string } }>(
+      '/admin/models/:name',
+      { schema: adminSchemas.removeModel },
+      async (request) => {
+        await admin.removeModel(request.params.name);
+        return okNoData();
+      },
     );
   };
 }

@@ -2,8 +2,13 @@
  * Schemas of the operator routes under /admin (admin.routes.ts).
  */
 import { z } from 'zod';
-import { createAccountRequestSchema, voiceImportRequestSchema } from '../../admin/admin-service.js';
+import {
+  addModelRequestSchema,
+  createAccountRequestSchema,
+  voiceImportRequestSchema,
+} from '../../admin/admin-service.js';
 import { envelope, okNoData, route, timestamp } from '../route-schema.js';
+import { engineInfoSchema } from './engines.schemas.js';
 import { voiceSchema } from './voice.schemas.js';
 
 const accountRecord = z.object({ id: z.string(), name: z.string(), createdAt: timestamp });
@@ -17,6 +22,17 @@ const keyRecord = z.object({
 const accountParams = z.object({ account: z.string().describe('An account id or name') });
 
 /** Schemas of the /admin routes. */
+/** A model folder of MODELS_DIR as operators see it. */
+const modelRecordSchema = z.object({
+  name: z.string().describe('The folder name: the engine id of its voices'),
+  available: z.boolean(),
+  reason: z.string().optional().describe('Why it cannot be used, when unavailable'),
+  family: z.string().optional().describe('vits, kokoro, kitten or matcha'),
+  sampleRate: z.int().optional(),
+  speakers: z.array(z.string()).optional().describe('Its voices (speaker names or ids)'),
+  languages: z.array(z.string()).optional(),
+});
+
 export const adminSchemas = {
   createAccount: route({
     summary: 'Create an account',
@@ -84,5 +100,41 @@ export const adminSchemas = {
       'VALIDATION_INVALID_VALUE',
       'VOICE_MODEL_VERSION_INVALID',
     ],
+  }),
+  listModels: route({
+    summary: 'List the neural models',
+    description:
+      'The model folders of MODELS_DIR as the start-up check reads them, unavailable ones with the reason.',
+    tags: ['admin'],
+    access: 'adminToken',
+    ok: envelope(z.array(modelRecordSchema)),
+    errors: [],
+  }),
+  addModel: route({
+    summary: 'Add a neural model',
+    description:
+      'Unpacks a .tar.bz2/.tar.gz model archive (the layout sherpa-onnx publishes) from an http(s) URL or a file of the server into MODELS_DIR: the hash is checked when given, entries outside the folder, links and archives over MODELS_MAX_ARCHIVE_BYTES are refused, the folder must pass the start-up check; the model is in the catalogue when this answers.',
+    tags: ['admin'],
+    access: 'adminToken',
+    body: addModelRequestSchema,
+    ok: envelope(modelRecordSchema),
+    errors: ['VALIDATION_MISSING_FIELD', 'VALIDATION_INVALID_VALUE', 'VALIDATION_CONFLICT'],
+  }),
+  removeModel: route({
+    summary: 'Remove a neural model',
+    tags: ['admin'],
+    access: 'adminToken',
+    params: z.object({ name: z.string() }),
+    ok: okNoData,
+    errors: ['RESOURCE_NOT_FOUND'],
+  }),
+  rescanModels: route({
+    summary: 'Rescan the neural models',
+    description:
+      'Reads MODELS_DIR again (as SIGHUP does): folders added or fixed appear in the catalogue. Answers every model folder as an engine, unavailable ones with the reason.',
+    tags: ['admin'],
+    access: 'adminToken',
+    ok: envelope(z.array(engineInfoSchema)),
+    errors: [],
   }),
 };

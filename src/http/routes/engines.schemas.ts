@@ -7,7 +7,7 @@ import { envelope, route } from '../route-schema.js';
 
 const genderSchema = z.enum(['female', 'male']);
 
-const engineInfoSchema = z.object({
+export const engineInfoSchema = z.object({
   id: z.string().describe('Unique engine name: a built-in engine, or an operator-configured endpoint name'),
   provider: z.string().describe('The kind of engine: the `engine` field of its voice bindings'),
   available: z.boolean(),
