@@ -18,6 +18,7 @@ import {
 } from './engine.js';
 import { espeakProvider } from './espeak.provider.js';
 import { fliteProvider } from './flite.provider.js';
+import { CALIBRATION_TEXT, collectPcm, LoudnessGains, withLoudnessMatching } from './loudness-gain.js';
 import type { RemoteEndpoint } from './openai.engine.js';
 import {
   languageMatches,
@@ -76,6 +77,8 @@ export interface EngineRegistry {
   engines(): Promise<EngineInfo[]>;
   /** The voices of the available engines; VALIDATION_INVALID_VALUE for an unknown engine. */
   voices(filter?: VoiceFilter): Promise<EngineVoice[]>;
+  /** The loudness-matching gain (dB) of a binding: its stored or measured gain, 0 when its engine is not matched. */
+  loudnessGain(binding: VoiceBinding, signal?: AbortSignal): Promise<number>;
   /** Stops the engines' worker threads. */
   close(): Promise<void>;
 }
@@ -100,6 +103,18 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
       throw errors.invalidValue(`engine.engine: unknown engine "${binding.engine}"`);
     return instance;
   };
+  const calibrated = new Set<string>(PROVIDERS.filter((p) => p.loudness === 'calibrated').map((p) => p.id));
+  // The calibration speaks through the provider's own engine (no gain), under the call deadline.
+  const gains = new LoudnessGains(
+    (binding, signal) =>
+      collectPcm(
+        instanceFor(binding)
+          .engineFor(binding)
+          .synthesize({ text: CALIBRATION_TEXT, voice: binding, speechRate: 1 }, signal),
+      ),
+    timeouts.callMs,
+  );
+  const gainFor = (binding: VoiceBinding, signal: AbortSignal) => gains.gainFor(binding, signal);
   const bounded = new WeakMap<SpeechEngine, SpeechEngine>();
   const engines = () => catalogueEngines([...instances.values()]);
 
@@ -109,12 +124,17 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
       const engine = instance.engineFor(binding);
       let wrapped = bounded.get(engine);
       if (wrapped === undefined) {
-        wrapped = withCallDeadline(engine, instance.engineId(binding), timeouts.callMs);
+        // The gain is the voice's (read per call from the request's binding), so one wrapper serves
+        // every voice of the engine; its measurement on first use counts against the call's deadline.
+        const matched = calibrated.has(binding.engine) ? withLoudnessMatching(engine, gainFor) : engine;
+        wrapped = withCallDeadline(matched, instance.engineId(binding), timeouts.callMs);
         bounded.set(engine, wrapped);
       }
       return wrapped;
     },
     validateBinding: (binding) => instanceFor(binding).validate(binding),
+    loudnessGain: async (binding, signal = new AbortController().signal) =>
+      calibrated.has(binding.engine) ? gainFor(binding, signal) : 0,
     async defaultBinding(language) {
       for (const instance of instances.values()) {
         const binding = await instance.defaultBinding(language);
