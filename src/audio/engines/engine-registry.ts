@@ -77,8 +77,6 @@ export interface EngineRegistry {
   engines(): Promise<EngineInfo[]>;
   /** The voices of the available engines; VALIDATION_INVALID_VALUE for an unknown engine. */
   voices(filter?: VoiceFilter): Promise<EngineVoice[]>;
-  /** The loudness-matching gain (dB) of a binding: its stored or measured gain, 0 when its engine is not matched. */
-  loudnessGain(binding: VoiceBinding, signal?: AbortSignal): Promise<number>;
   /** Stops the engines' worker threads. */
   close(): Promise<void>;
 }
@@ -104,7 +102,7 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
     return instance;
   };
   const calibrated = new Set<string>(PROVIDERS.filter((p) => p.loudness === 'calibrated').map((p) => p.id));
-  // The calibration speaks through the provider's own engine (no gain), under the call deadline.
+  // The calibration speaks through the provider's own engine (no gain), within the call time limit.
   const gains = new LoudnessGains(
     (binding, signal) =>
       collectPcm(
@@ -114,7 +112,6 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
       ),
     timeouts.callMs,
   );
-  const gainFor = (binding: VoiceBinding, signal: AbortSignal) => gains.gainFor(binding, signal);
   const bounded = new WeakMap<SpeechEngine, SpeechEngine>();
   const engines = () => catalogueEngines([...instances.values()]);
 
@@ -126,15 +123,15 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
       if (wrapped === undefined) {
         // The gain is the voice's (read per call from the request's binding), so one wrapper serves
         // every voice of the engine; its measurement on first use counts against the call's deadline.
-        const matched = calibrated.has(binding.engine) ? withLoudnessMatching(engine, gainFor) : engine;
+        const matched = calibrated.has(binding.engine)
+          ? withLoudnessMatching(engine, (b, signal) => gains.gainFor(b, signal))
+          : engine;
         wrapped = withCallDeadline(matched, instance.engineId(binding), timeouts.callMs);
         bounded.set(engine, wrapped);
       }
       return wrapped;
     },
     validateBinding: (binding) => instanceFor(binding).validate(binding),
-    loudnessGain: async (binding, signal = new AbortController().signal) =>
-      calibrated.has(binding.engine) ? gainFor(binding, signal) : 0,
     async defaultBinding(language) {
       for (const instance of instances.values()) {
         const binding = await instance.defaultBinding(language);

@@ -33,14 +33,20 @@ import {
 import { LOUDNESS_TABLE } from './loudness-table.js';
 
 /**
- * What every voice speaks once to be measured: ordinary English prose (the phonetically balanced
- * "North Wind and the Sun"), long enough for at least 10 s of speech from the fastest voice.
+ * What every voice speaks once to be measured: ordinary English prose, the phonetically balanced
+ * "North Wind and the Sun" with a question and an exclamation after it — 35 s or more of speech
+ * from each voice: a voice's level moves by about ±0.6 LU from one text to another, and a longer,
+ * more varied text gives the gain that fits its speech on average.
  */
 export const CALIBRATION_TEXT =
   'The North Wind and the Sun were disputing which was the stronger, when a traveller came along ' +
   'wrapped in a warm cloak. They agreed that the one who first succeeded in making the traveller ' +
   'take his cloak off should be considered stronger than the other. Then the North Wind blew as ' +
-  'hard as he could, but the more he blew the more closely did the traveller fold his cloak around him.';
+  'hard as he could, but the more he blew the more closely did the traveller fold his cloak around ' +
+  'him; and at last the North Wind gave up the attempt. Then the Sun shined out warmly, and ' +
+  'immediately the traveller took off his cloak. And so the North Wind was obliged to confess that ' +
+  'the Sun was the stronger of the two. Did you like the story? Yes! I think it is a very good ' +
+  'one, and I would tell it again.';
 
 /**
  * What the stored table was measured for: the target, the ceiling and the calibration text. A
