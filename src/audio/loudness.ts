@@ -105,6 +105,17 @@ export function integratedLoudness(pcm: Int16Array, rate = CANONICAL_RATE): numb
 export const LIMITER_LOOKAHEAD = Math.round(CANONICAL_RATE * 0.005);
 /** Time constant of the limiter's recovery after a peak (60 ms): slow enough not to distort. */
 const LIMITER_RELEASE = Math.round(CANONICAL_RATE * 0.06);
+/**
+ * A raising gain lifts speech, not an engine's noise floor: where the audio's peak level (held
+ * over the look-ahead, decaying by 100 ms) is under NOISE_FLOOR_DBFS, the raise fades out over
+ * NOISE_FLOOR_RANGE_DB below it, so a pause keeps the near-silence the engine made. Speech and
+ * the pauses within it hold the level far above; loudness gating ignores such quiet blocks anyway.
+ */
+const NOISE_FLOOR_DBFS = -50;
+const NOISE_FLOOR_RANGE_DB = 20;
+const LEVEL_DECAY = Math.exp(-1 / Math.round(CANONICAL_RATE * 0.1));
+/** Smoothing of the noise-floor gain (1 ms), well inside the look-ahead. */
+const FLOOR_SMOOTHING = 1 - Math.exp(-1 / Math.round(CANONICAL_RATE * 0.001));
 
 /**
  * A fixed gain followed by a look-ahead peak limiter, for one engine call's canonical PCM. Every
@@ -118,7 +129,12 @@ const LIMITER_RELEASE = Math.round(CANONICAL_RATE * 0.06);
  */
 export class GainStage {
   private readonly gain: number;
+  private readonly gainDb: number;
   private readonly ceiling: number;
+  /** Peak level of the input, held and decaying (see NOISE_FLOOR_DBFS). */
+  private level = 0;
+  /** The gain in force at the noise floor stage, smoothed. */
+  private floorGain = 1;
   private readonly l = LIMITER_LOOKAHEAD;
   private readonly release = 1 - Math.exp(-1 / LIMITER_RELEASE);
   /** Gained samples waiting for their look-ahead, oldest first (a ring of l). */
@@ -136,7 +152,10 @@ export class GainStage {
   private count = 0;
 
   constructor(gainDb: number, ceilingDbfs = LIMITER_CEILING_DBFS) {
+    this.gainDb = gainDb;
     this.gain = 10 ** (gainDb / 20);
+    // A call starts in its engine's leading pause: at the noise floor.
+    this.floorGain = gainDb > 0 ? 1 : this.gain;
     this.ceiling = 32768 * 10 ** (ceilingDbfs / 20);
     this.held = new Float64Array(this.l);
     this.need = new Float64Array(this.l);
@@ -150,8 +169,7 @@ export class GainStage {
     const out = new Int16Array(Math.max(0, Math.min(pcm.length, this.count + pcm.length - (this.l - 1))));
     let o = 0;
     for (let i = 0; i < pcm.length; i++) {
-      const x = (pcm[i] ?? 0) * this.gain;
-      const y = this.push(x);
+      const y = this.push(pcm[i] ?? 0);
       if (y !== undefined) out[o++] = y;
     }
     return out;
@@ -169,14 +187,28 @@ export class GainStage {
     return out;
   }
 
-  /** Takes one gained sample; answers the sample l − 1 places before it, once there is one. */
-  private push(x: number): number | undefined {
+  /** The gain for the current input level: the full gain, but a raise fades out at the noise floor. */
+  private gainAtLevel(): number {
+    if (this.gainDb <= 0) return this.gain;
+    const db = this.level > 0 ? 20 * Math.log10(this.level / 32768) : -Infinity;
+    const share = Math.min(
+      1,
+      Math.max(0, (db - (NOISE_FLOOR_DBFS - NOISE_FLOOR_RANGE_DB)) / NOISE_FLOOR_RANGE_DB),
+    );
+    return 10 ** ((this.gainDb * share) / 20);
+  }
+
+  /** Takes one input sample; answers the sample l − 1 places before it, once there is one. */
+  private push(sample: number): number | undefined {
     const l = this.l;
     const n = this.count;
     const slot = n % l;
+    // The limiter reckons with the full gain: the noise floor stage only ever gives less.
+    const x = sample * this.gain;
     const need = Math.abs(x) > this.ceiling ? this.ceiling / Math.abs(x) : 1;
+    this.level = Math.max(Math.abs(sample), this.level * LEVEL_DECAY);
     // The sample leaving the ring (n − l) has been answered already: its slot takes sample n.
-    this.held[slot] = x;
+    this.held[slot] = sample;
     this.need[slot] = need;
     // Sliding minimum of the need over [n − l + 1, n].
     const ring = this.deque.length;
@@ -198,7 +230,9 @@ export class GainStage {
     this.recentSum += this.envelope - this.recent[r]!;
     this.recent[r] = this.envelope;
     const g = Math.min(1, this.recentSum / l);
-    const y = this.held[j % l]! * g;
+    // The level covers sample j and the l − 1 after it: the raise is back before speech starts.
+    this.floorGain += (this.gainAtLevel() - this.floorGain) * FLOOR_SMOOTHING;
+    const y = this.held[j % l]! * this.floorGain * g;
     return Math.max(-32768, Math.min(32767, Math.round(y)));
   }
 }
