@@ -39,7 +39,7 @@ for (const provider of PROVIDERS.filter((p) => p.loudness === 'calibrated')) {
       const seconds = pcm.length / CANONICAL_RATE;
       if (seconds < MIN_SECONDS)
         throw new Error(`${loudnessKey(binding)} spoke only ${seconds.toFixed(1)} s`);
-      const gain = Math.round(gainForCalibration(pcm) * 100) / 100;
+      const gain = Math.round((await gainForCalibration(pcm)) * 100) / 100;
       gains[loudnessKey(binding)] = gain;
       console.log(`${loudnessKey(binding)}  ${seconds.toFixed(1)} s  ${gain} dB`);
     }

@@ -113,6 +113,9 @@ const LIMITER_RELEASE = Math.round(CANONICAL_RATE * 0.06);
  */
 const NOISE_FLOOR_DBFS = -50;
 const NOISE_FLOOR_RANGE_DB = 20;
+/** NOISE_FLOOR_DBFS and the bottom of its range, in sample values. */
+const FLOOR_TOP = 32768 * 10 ** (NOISE_FLOOR_DBFS / 20);
+const FLOOR_BOTTOM = 32768 * 10 ** ((NOISE_FLOOR_DBFS - NOISE_FLOOR_RANGE_DB) / 20);
 const LEVEL_DECAY = Math.exp(-1 / Math.round(CANONICAL_RATE * 0.1));
 /** Smoothing of the noise-floor gain (1 ms), well inside the look-ahead. */
 const FLOOR_SMOOTHING = 1 - Math.exp(-1 / Math.round(CANONICAL_RATE * 0.001));
@@ -189,7 +192,9 @@ export class GainStage {
 
   /** The gain for the current input level: the full gain, but a raise fades out at the noise floor. */
   private gainAtLevel(): number {
-    if (this.gainDb <= 0) return this.gain;
+    // Speech is above the floor nearly all the time: no logarithm for it (this runs per sample).
+    if (this.gainDb <= 0 || this.level >= FLOOR_TOP) return this.gain;
+    if (this.level <= FLOOR_BOTTOM) return 1;
     const db = this.level > 0 ? 20 * Math.log10(this.level / 32768) : -Infinity;
     const share = Math.min(
       1,

@@ -74,14 +74,22 @@ const TARGET_MONO = LOUDNESS_TARGET_LUFS - STEREO_OFFSET_LU;
  * through the limiter: the level difference, corrected once for what the limiter took off the
  * peaks, capped at MAX_GAIN_DB. Silence gets 0 dB.
  */
-export function gainForCalibration(pcm: Int16Array): number {
+export async function gainForCalibration(pcm: Int16Array): Promise<number> {
+  // Each pass over the audio (a few tens of ms of main-thread CPU) runs in a turn of its own, so
+  // streams served meanwhile are not held up by one long block.
+  await yieldTurn();
   const raw = integratedLoudness(pcm);
   if (!Number.isFinite(raw)) return 0;
   const clamp = (db: number) => Math.min(MAX_GAIN_DB, db);
   const first = clamp(TARGET_MONO - raw);
-  const limited = integratedLoudness(applyGain(pcm, first));
+  await yieldTurn();
+  const gained = applyGain(pcm, first);
+  await yieldTurn();
+  const limited = integratedLoudness(gained);
   return Number.isFinite(limited) ? clamp(first + (TARGET_MONO - limited)) : first;
 }
+
+const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** `pcm` through a GainStage of `gainDb`, whole. */
 export function applyGain(pcm: Int16Array, gainDb: number): Int16Array {
