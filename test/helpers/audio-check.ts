@@ -8,6 +8,7 @@
  * - `rmsDbfs(pcm, a, b)`     → loudness of samples [a, b) in dBFS (−Infinity for digital silence)
  * - `rmsWindows(pcm, n)`     → dBFS of consecutive windows of n samples
  * - `silentRuns(pcm, n, db)` → runs of consecutive windows quieter than `db`, in samples
+ * - `ebur128(bytes)`         → integrated loudness (LUFS) and true peak (dBTP), ffmpeg's ebur128 filter
  *
  * Every function takes the audio as bytes; temporary files are removed before it returns.
  */
@@ -84,6 +85,33 @@ export async function ffmpegErrors(bytes: Uint8Array): Promise<string> {
       '-',
     ]);
     return `${stdout}${stderr}`.trim();
+  });
+}
+
+/** What ffmpeg's `ebur128` filter measures of a whole file (EBU R128 / ITU-R BS.1770). */
+export interface LoudnessInfo {
+  /** Integrated loudness, LUFS (all channels summed, as BS.1770 does). */
+  integrated: number;
+  /** True peak of the loudest channel, dBTP. */
+  truePeak: number;
+}
+
+/** Measures `bytes` (any format ffmpeg reads) with `ebur128=peak=true`; `rawMono` reads s16le mono 44.1 kHz. */
+export async function ebur128(bytes: Uint8Array, rawMono = false): Promise<LoudnessInfo> {
+  return withFile(bytes, async (path) => {
+    const input = rawMono ? ['-f', 's16le', '-ar', '44100', '-ac', '1', '-i', path] : ['-i', path];
+    const { stderr } = await run(
+      'ffmpeg',
+      ['-nostdin', '-hide_banner', '-nostats', ...input, '-af', 'ebur128=peak=true', '-f', 'null', '-'],
+      { maxBuffer: 1 << 26 },
+    );
+    // The summary at the end: "I: -16.0 LUFS" … "Peak: -1.9 dBFS" (under "True peak:").
+    const summary = stderr.slice(stderr.lastIndexOf('Summary:'));
+    const integrated = Number(/I:\s+(-?[\d.]+|-inf) LUFS/.exec(summary)?.[1]?.replace('-inf', '-Infinity'));
+    const truePeak = Number(/Peak:\s+(-?[\d.]+|-inf) dBFS/.exec(summary)?.[1]?.replace('-inf', '-Infinity'));
+    if (Number.isNaN(integrated) || Number.isNaN(truePeak))
+      throw new Error(`no ebur128 summary in: ${summary}`);
+    return { integrated, truePeak };
   });
 }
 

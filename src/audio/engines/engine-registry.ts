@@ -19,6 +19,7 @@ import {
 import { espeakProvider } from './espeak.provider.js';
 import { fliteProvider } from './flite.provider.js';
 import { neuralProvider } from './neural.provider.js';
+import { CALIBRATION_TEXT, collectPcm, LoudnessGains, withLoudnessMatching } from './loudness-gain.js';
 import type { RemoteEndpoint } from './openai.engine.js';
 import {
   languageMatches,
@@ -107,6 +108,17 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
       throw errors.invalidValue(`engine.engine: unknown engine "${binding.engine}"`);
     return instance;
   };
+  const calibrated = new Set<string>(PROVIDERS.filter((p) => p.loudness === 'calibrated').map((p) => p.id));
+  // The calibration speaks through the provider's own engine (no gain), within the call time limit.
+  const gains = new LoudnessGains(
+    (binding, signal) =>
+      collectPcm(
+        instanceFor(binding)
+          .engineFor(binding)
+          .synthesize({ text: CALIBRATION_TEXT, voice: binding, speechRate: 1 }, signal),
+      ),
+    timeouts.callMs,
+  );
   const bounded = new WeakMap<SpeechEngine, SpeechEngine>();
   const engines = () => catalogueEngines([...instances.values()]);
 
@@ -116,7 +128,12 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
       const engine = instance.engineFor(binding);
       let wrapped = bounded.get(engine);
       if (wrapped === undefined) {
-        wrapped = withCallDeadline(engine, instance.engineId(binding), timeouts.callMs);
+        // The gain is the voice's (read per call from the request's binding), so one wrapper serves
+        // every voice of the engine; its measurement on first use counts against the call's deadline.
+        const matched = calibrated.has(binding.engine)
+          ? withLoudnessMatching(engine, (b, signal) => gains.gainFor(b, signal))
+          : engine;
+        wrapped = withCallDeadline(matched, instance.engineId(binding), timeouts.callMs);
         bounded.set(engine, wrapped);
       }
       return wrapped;

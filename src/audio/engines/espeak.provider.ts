@@ -122,5 +122,6 @@ function createInstance(threads: number | undefined): ProviderInstance<EspeakBin
 export const espeakProvider: EngineProvider<typeof espeakBindingSchema> = {
   id: 'espeak',
   bindingSchema: espeakBindingSchema,
+  loudness: 'calibrated',
   create: (settings) => createInstance(settings.synthesisThreads),
 };

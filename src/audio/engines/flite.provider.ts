@@ -282,5 +282,6 @@ function createInstance(threads: number | undefined): ProviderInstance<FliteBind
 export const fliteProvider: EngineProvider<typeof fliteBindingSchema> = {
   id: 'flite',
   bindingSchema: fliteBindingSchema,
+  loudness: 'calibrated',
   create: (settings) => createInstance(settings.synthesisThreads),
 };

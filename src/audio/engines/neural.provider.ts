@@ -289,6 +289,9 @@ function createInstance(settings: NeuralSettings, synthesisThreads: number | und
 export const neuralProvider: EngineProvider<typeof neuralBindingSchema> = {
   id: 'neural',
   bindingSchema: neuralBindingSchema,
+  // Calibrating means ~30 s of speech before a voice's first piece: seconds of CPU for a real
+  // model, paid by the first listener. Its audio keeps the level the model gives it.
+  loudness: 'as-delivered',
   create: (settings) =>
     createInstance(
       settings.neural ?? { modelsDir: '', threads: 1, memoryBytes: DEFAULT_NEURAL_MEMORY_BYTES },

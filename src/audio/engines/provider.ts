@@ -114,6 +114,12 @@ export interface EngineProvider<S extends z.ZodObject<{ engine: z.ZodLiteral<str
   /** The `engine` value of its bindings. */
   readonly id: z.infer<S>['engine'];
   readonly bindingSchema: S;
+  /**
+   * How its voices are loudness-matched: 'calibrated' — each binding speaks the calibration text
+   * once and gets the gain that brings it to the target (loudness-gain.ts); 'as-delivered' — its
+   * audio keeps the level it arrives at (an engine whose calls cost its operator money).
+   */
+  readonly loudness: 'calibrated' | 'as-delivered';
   create(settings: ProviderSettings): ProviderInstance<z.infer<S>>;
 }
 

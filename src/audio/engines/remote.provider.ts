@@ -83,5 +83,8 @@ function createInstance(
 export const remoteProvider: EngineProvider<typeof remoteBindingSchema> = {
   id: 'remote',
   bindingSchema: remoteBindingSchema,
+  // Speaking a calibration text would be a billed call per voice the operator never asked for;
+  // remote servers commonly deliver speech near −16 LUFS already.
+  loudness: 'as-delivered',
   create: (settings) => createInstance(settings.remoteEndpoints, settings.timeouts),
 };
