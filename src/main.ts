@@ -1,6 +1,7 @@
 /** Service entry point: validated config → app → listen; graceful shutdown on SIGINT/SIGTERM. */
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config/config.js';
+import { chooseLogFormat, prettyLogStream } from './http/log-format.js';
 import { localUrl, removeServerFile, writeServerFile } from './http/server-file.js';
 
 async function main(): Promise<void> {
@@ -14,7 +15,11 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const app = await buildApp(config);
+  const pretty = chooseLogFormat(config.logFormat, process.stdout.isTTY) === 'pretty';
+  const app = await buildApp(
+    config,
+    pretty ? { logger: { stream: await prettyLogStream(process.stdout.isTTY) } } : {},
+  );
   const log = app.http.log;
   let closing = false;
   const shutdown = (signal: string) => {
