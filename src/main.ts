@@ -60,8 +60,8 @@ async function main(): Promise<void> {
     console.log(firstRunBanner(config.publicUrl, first.account.name, first.key));
   } else if ((await app.services.accounts.listAccounts()).length === 0) {
     log.warn(
-      'no accounts yet: create one with `npm run cli -- accounts create NAME` and a key with ' +
-        '`npm run cli -- keys create NAME`, or start with BOOTSTRAP_API_KEY=sk-<32 lowercase letters/digits>',
+      'no accounts yet: create one with `npx voicegen accounts create NAME` and a key with ' +
+        '`npx voicegen keys create NAME`, or start with BOOTSTRAP_API_KEY=sk-<32 lowercase letters/digits>',
     );
   }
   log.info(`voice service ready at ${config.publicUrl} (data in ${config.dataDir})`);
@@ -79,7 +79,7 @@ function firstRunBanner(publicUrl: string, account: string, key: string): string
     '',
     `      ${publicUrl}/#key=${key}`,
     '',
-    `  More keys: npm run cli -- keys create ${account}`,
+    `  More keys: npx voicegen keys create ${account}`,
     '',
   ].join('\n');
 }
