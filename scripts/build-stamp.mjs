@@ -1,7 +1,8 @@
 // Whether dist/ holds a build of the sources next to it. `npm run build` writes dist/build-stamp.json
-// with a hash of what the build reads (src/ without tests, the tsconfig files); the
-// launchers (`npm start`, bin/voicegen.js) compare it with the sources before importing dist/, so a
-// stale or missing build gives one clear message instead of old code or a module-not-found trace.
+// with a hash of what the build reads (src/ without tests, the tsconfig files, the version of the
+// embedded database whose template it writes); the launchers (`npm start`, bin/voicegen.js) compare
+// it with the sources before importing dist/, so a stale or missing build gives one clear message
+// instead of old code or a module-not-found trace.
 // Plain JavaScript on purpose: it runs before (and without) any compiled code. Hashing the ~1 MB of
 // sources costs a few milliseconds, far less than a compile.
 import { createHash } from 'node:crypto';
@@ -10,8 +11,11 @@ import { join, relative, sep } from 'node:path';
 
 export const STAMP_FILE = 'build-stamp.json';
 
-/** Files the build depends on besides src/: a change to any of them makes dist/ stale. */
-const INPUTS = ['tsconfig.json', 'tsconfig.build.json'];
+/**
+ * Files the build depends on besides src/: a change to any of them makes dist/ stale. PGlite's
+ * version decides the format of the database template the build writes.
+ */
+const INPUTS = ['tsconfig.json', 'tsconfig.build.json', 'node_modules/@electric-sql/pglite/package.json'];
 
 function sourceFiles(dir) {
   const out = [];

@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { sourceHash, STAMP_FILE } from './build-stamp.mjs';
 
 const root = join(import.meta.dirname, '..');
@@ -37,6 +38,27 @@ export function build() {
     stdio: 'inherit',
   });
   if (result.status !== 0) return result.status ?? 1;
+  // A migrated embedded database to unpack instead of running initdb: a first start and every
+  // in-process `voicegen synth` skip seconds of it. Made by the compiled code, so it holds exactly
+  // the migrations of this build.
+  const pglite = pathToFileURL(join(root, 'dist', 'storage', 'database.pglite.js')).href;
+  const out = join(root, 'dist', 'pglite-template.tar.gz');
+  const template = spawnSync(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `const { createPgliteTemplate } = await import(${JSON.stringify(pglite)});
+       const { writeFile } = await import('node:fs/promises');
+       const dump = await createPgliteTemplate();
+       await writeFile(${JSON.stringify(out)}, Buffer.from(await dump.arrayBuffer()));`,
+    ],
+    { cwd: root, stdio: 'inherit' },
+  );
+  if (template.status !== 0) {
+    console.error('could not make the embedded database template (dist/pglite-template.tar.gz)');
+    return template.status ?? 1;
+  }
   writeFileSync(
     join(root, 'dist', STAMP_FILE),
     `${JSON.stringify({ sourceHash: hash, builtAt: new Date().toISOString() }, null, 2)}\n`,

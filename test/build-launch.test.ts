@@ -5,7 +5,16 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync, appendFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -80,12 +89,12 @@ void describe('the compiled launchers', () => {
   let project: string;
   let dataDir: string;
 
-  const node = (args: string[], env: Record<string, string> = {}) =>
+  const node = (args: string[], timeoutMs = 120_000) =>
     spawnSync(process.execPath, args, {
       cwd: project,
       encoding: 'utf8',
-      env: isolatedCliEnv({ DATA_DIR: dataDir, ...env }),
-      timeout: 120_000,
+      env: isolatedCliEnv({ DATA_DIR: dataDir }),
+      timeout: timeoutMs,
     });
 
   before(() => {
@@ -109,9 +118,11 @@ void describe('the compiled launchers', () => {
   });
 
   void it('`npm run build` compiles and stamps; the CLI answers --help from dist/', () => {
-    const built = node(['scripts/build.mjs']);
+    // A compile and the database template: a minute on a quiet machine, far more on a busy one.
+    const built = node(['scripts/build.mjs'], 900_000);
     assert.equal(built.status, 0, built.stderr + built.stdout);
     assert.equal(buildState(project), 'fresh');
+    assert.ok(existsSync(join(project, 'dist', 'pglite-template.tar.gz')), 'the database template');
     const help = node(['bin/voicegen.js', '--help']);
     assert.equal(help.status, 0, help.stderr);
     assert.match(help.stdout, /^Usage: voicegen \[options\] \[command\]/);
@@ -119,7 +130,7 @@ void describe('the compiled launchers', () => {
     assert.equal(help.stderr, '');
   });
 
-  void it("`npm start`'s launcher serves /healthz, and refuses once a source changed", async () => {
+  void it("`npm start`'s launcher serves /healthz on a new DATA_DIR, and refuses once a source changed", async () => {
     const port = await freePort();
     const child = spawn(process.execPath, ['scripts/start.mjs'], {
       cwd: project,
