@@ -1,6 +1,7 @@
 /** Service entry point: validated config → app → listen; graceful shutdown on SIGINT/SIGTERM; SIGHUP rescans MODELS_DIR. */
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config/config.js';
+import { chooseLogFormat, prettyLogStream } from './http/log-format.js';
 import { localUrl, removeServerFile, writeServerFile } from './http/server-file.js';
 
 async function main(): Promise<void> {
@@ -14,7 +15,11 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const app = await buildApp(config);
+  const pretty = chooseLogFormat(config.logFormat, process.stdout.isTTY) === 'pretty';
+  const app = await buildApp(
+    config,
+    pretty ? { logger: { stream: await prettyLogStream(process.stdout.isTTY) } } : {},
+  );
   const log = app.http.log;
   let closing = false;
   const shutdown = (signal: string) => {
@@ -59,8 +64,8 @@ async function main(): Promise<void> {
     console.log(firstRunBanner(config.publicUrl, first.account.name, first.key));
   } else if ((await app.services.accounts.listAccounts()).length === 0) {
     log.warn(
-      'no accounts yet: create one with `npm run cli -- accounts create NAME` and a key with ' +
-        '`npm run cli -- keys create NAME`, or start with BOOTSTRAP_API_KEY=sk-<32 lowercase letters/digits>',
+      'no accounts yet: create one with `npx voicegen accounts create NAME` and a key with ' +
+        '`npx voicegen keys create NAME`, or start with BOOTSTRAP_API_KEY=sk-<32 lowercase letters/digits>',
     );
   }
   log.info(`voice service ready at ${config.publicUrl} (data in ${config.dataDir})`);
@@ -78,7 +83,7 @@ function firstRunBanner(publicUrl: string, account: string, key: string): string
     '',
     `      ${publicUrl}/#key=${key}`,
     '',
-    `  More keys: npm run cli -- keys create ${account}`,
+    `  More keys: npx voicegen keys create ${account}`,
     '',
   ].join('\n');
 }

@@ -4,31 +4,35 @@
  * CLI opens the database itself (see operator-connection.ts for the order).
  * Exit codes: 0 done, 1 the operation failed, 2 no usable target (server unreachable, token unknown).
  */
-import { Presets, SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
+import type { SingleBar } from 'cli-progress';
 import type { AdminOperations, VoiceImportRequest } from '../admin/admin-service.js';
 import type { ModelRecord } from '../audio/engines/neural-install.js';
-import { ConfigError, loadConfig } from '../config/config.js';
+import type { AppConfig } from '../config/config.js';
 import { isAppError } from '../errors/app-error.js';
-import type { VoiceVersion } from '../storage/schema.js';
-import { readServerFile } from '../http/server-file.js';
-import { VOICE_VERSIONS, type Voice } from '../voices/voice-service.js';
-import { apiCatalogue, formatEngines, formatVoices, localCatalogue } from './catalogue.js';
+import { VOICE_VERSIONS, type VoiceVersion } from '../storage/schema.js';
+import type { Voice } from '../voices/voice-service.js';
 import { CliError } from './cli-error.js';
-import { connectOperator } from './operator-connection.js';
-import {
-  inProcessTarget,
-  readSplitter,
-  readText,
-  remoteTarget,
-  synthesize,
-  type SynthProgress,
-  type SynthTarget,
-} from './synth.js';
-import { formatTaskTable, listTasks, watchTask } from './tasks.js';
-import { readVoiceExport } from './voice-export-file.js';
+import type { SynthProgress, SynthTarget } from './synth.js';
+
+// Only what the command line itself needs is imported above: a command loads the modules it uses
+// (the database, the engines, the HTTP clients) when it runs, so `--help` and a mistyped option
+// answer at once.
+
+/** This machine's configuration (DATA_DIR, DATABASE_URL, …), loaded when a command needs it. */
+async function config(): Promise<AppConfig> {
+  const { loadConfig } = await import('../config/config.js');
+  return loadConfig();
+}
+
+/** A progress bar on standard error in `format`, or undefined when it is not a terminal (or `json`). */
+async function progressBar(json: boolean, format: string): Promise<SingleBar | undefined> {
+  if (json || !process.stderr.isTTY) return undefined;
+  const { Presets, SingleBar } = await import('cli-progress');
+  return new SingleBar({ format, hideCursor: true }, Presets.shades_classic);
+}
 
 function oneOf<T extends string>(allowed: readonly T[]) {
   return (value: string): T => {
@@ -52,14 +56,23 @@ const program = new Command('voicegen')
       'database itself. Exit codes: 0 done, 1 the operation failed, 2 no usable server or database.',
   );
 
-/** Runs `fn` against the running server's admin API or, without a server, the database. */
-async function withOperations(fn: (operations: AdminOperations) => Promise<void>): Promise<void> {
+/**
+ * Runs `fn` against the running server's admin API or, without a server, the database, after one
+ * line on standard error naming which (a command run against the wrong DATA_DIR shows at once).
+ */
+async function withOperations(
+  fn: (operations: AdminOperations) => Promise<void>,
+  options: { createDataDir?: boolean } = {},
+): Promise<void> {
   const globals = program.opts<{ url?: string; adminToken?: string }>();
+  const { connectOperator } = await import('./operator-connection.js');
   const connection = await connectOperator({
     url: globals.url,
     adminToken: globals.adminToken,
-    config: () => loadConfig(),
+    config,
+    createDataDir: options.createDataDir,
   });
+  console.error(`voicegen: using ${connection.target}`);
   try {
     await fn(connection.operations);
   } finally {
@@ -71,6 +84,22 @@ async function withOperations(fn: (operations: AdminOperations) => Promise<void>
 function print(json: boolean, value: unknown, text: () => string): void {
   console.log(json ? JSON.stringify(value, null, 2) : text());
 }
+
+program
+  .command('init')
+  .description(
+    'create the embedded database in DATA_DIR (the folder too) before the first start; other commands ' +
+      'refuse a DATA_DIR that does not exist',
+  )
+  .action(async () =>
+    withOperations(
+      async (ops) => {
+        const count = (await ops.listAccounts()).length;
+        console.log(`ready: ${(await config()).dataDir} (${count} account(s))`);
+      },
+      { createDataDir: true },
+    ),
+  );
 
 const accounts = program.command('accounts').description('manage accounts');
 accounts
@@ -171,6 +200,7 @@ voices
     ) => {
       let requests: VoiceImportRequest[];
       if (opts.from !== undefined) {
+        const { readVoiceExport } = await import('./voice-export-file.js');
         requests = await readVoiceExport(opts.from);
       } else {
         if (opts.name === undefined || opts.version === undefined)
@@ -223,9 +253,15 @@ voices
 /** The server for tenant commands: --url, else the one running on DATA_DIR; and the key. */
 async function tenantTarget(key: string | undefined): Promise<SynthTarget> {
   if (key === undefined) throw new CliError('give an API key with --key or VOICEGEN_KEY', 2);
-  const url = program.opts<{ url?: string }>().url ?? (await readServerFile(loadConfig().dataDir))?.url;
+  let url = program.opts<{ url?: string }>().url;
+  if (url === undefined) {
+    const { readServerFile } = await import('../http/server-file.js');
+    url = (await readServerFile((await config()).dataDir))?.url;
+  }
   if (url === undefined)
     throw new CliError('no server is running on DATA_DIR: give its address with --url', 2);
+  const { remoteTarget } = await import('./synth.js');
+  console.error(`voicegen: using the server at ${url}`);
   return remoteTarget(url, key);
 }
 
@@ -308,6 +344,7 @@ tasks
   .option('--json', 'print {items, total} as JSON', false)
   .action(async (opts: { key?: string; status?: string; limit: number; offset: number; json: boolean }) => {
     const target = await tenantTarget(opts.key);
+    const { formatTaskTable, listTasks } = await import('./tasks.js');
     const page = await listTasks(target.call, opts);
     print(opts.json, page, () => formatTaskTable(page));
   });
@@ -321,13 +358,8 @@ tasks
     if (!Number.isFinite(opts.timeout) || opts.timeout <= 0)
       throw new CliError('--timeout must be a positive number', 1);
     const target = await tenantTarget(opts.key);
-    const bar =
-      !opts.json && process.stderr.isTTY
-        ? new SingleBar(
-            { format: '{status} {bar} {value}/{total} pieces | {audio} s of audio', hideCursor: true },
-            Presets.shades_classic,
-          )
-        : undefined;
+    const { watchTask } = await import('./tasks.js');
+    const bar = await progressBar(opts.json, '{status} {bar} {value}/{total} pieces | {audio} s of audio');
     let started = false;
     try {
       const last = await watchTask(target.call, id, { timeoutSeconds: opts.timeout }, (p) => {
@@ -364,9 +396,10 @@ program
   .option('--json', 'print the list as JSON', false)
   .action(
     async (opts: { key?: string; voices: boolean; engine?: string; language?: string; json: boolean }) => {
+      const { apiCatalogue, formatEngines, formatVoices, localCatalogue } = await import('./catalogue.js');
       const source =
         opts.key === undefined
-          ? await localCatalogue(loadConfig())
+          ? await localCatalogue(await config())
           : apiCatalogue((await tenantTarget(opts.key)).call);
       try {
         if (opts.voices) {
@@ -419,23 +452,24 @@ program
       const server = program.opts<{ url?: string }>().url;
       if (server !== undefined && opts.key === undefined)
         throw new CliError('--url needs --key for synth', 2);
+      const { inProcessTarget, readSplitter, readText, remoteTarget, synthesize } =
+        await import('./synth.js');
       const text = await readText(textSource);
       if (text.trim() === '') throw new CliError('the text is empty', 1);
       const splitter = opts.splitter === undefined ? undefined : await readSplitter(opts.splitter);
       if (splitter !== undefined && 'id' in splitter && server === undefined) {
         throw new CliError('a saved splitter id needs --url (in-process, give a splitter JSON file)', 1);
       }
+      console.error(
+        server !== undefined
+          ? `voicegen: using the server at ${server}`
+          : 'voicegen: synthesising in this process (its own engines and a temporary database; --url for a server)',
+      );
       const target = server !== undefined ? remoteTarget(server, opts.key ?? '') : await inProcessTarget();
-      const bar =
-        !opts.json && process.stderr.isTTY
-          ? new SingleBar(
-              {
-                format: 'pieces {bar} {value}/{total} | {audio} s of audio | {speed} audio-s per wall-s',
-                hideCursor: true,
-              },
-              Presets.shades_classic,
-            )
-          : undefined;
+      const bar = await progressBar(
+        opts.json,
+        'pieces {bar} {value}/{total} | {audio} s of audio | {speed} audio-s per wall-s',
+      );
       let barStarted = false;
       const onProgress = (p: SynthProgress) => {
         if (bar === undefined) return;
@@ -479,7 +513,9 @@ program
   );
 
 program.parseAsync().catch((err: unknown) => {
-  const known = err instanceof CliError || err instanceof ConfigError || isAppError(err);
+  // ConfigError by name: its module is loaded only by the commands that read the configuration.
+  const known =
+    err instanceof CliError || (err instanceof Error && err.name === 'ConfigError') || isAppError(err);
   console.error(`error: ${known || err instanceof Error ? err.message : String(err)}`);
   // A data dir held by a process that wrote no server file (e.g. a server still starting) is no target either.
   const noTarget =

@@ -6,8 +6,11 @@
  *     with `--admin-token`/ADMIN_TOKEN or the token the server generated (embedded installs).
  *     Without a token: PostgreSQL (DATABASE_URL) is opened directly; embedded PGlite is refused.
  *  3. No server: the database directly (PostgreSQL is safe beside servers; the embedded database
- *     refuses a second process that opens its data dir).
+ *     refuses a second process that opens its data dir). An embedded DATA_DIR that does not exist
+ *     is refused unless asked to create it (`voicegen init`): a mistyped or unset DATA_DIR would
+ *     otherwise give a new empty database beside the real one, and commands that seem to work.
  */
+import { existsSync } from 'node:fs';
 import { AccountService } from '../accounts/account-service.js';
 import { SqlAccountStore } from '../accounts/account-store.sql.js';
 import { AdminService, type AdminOperations } from '../admin/admin-service.js';
@@ -28,6 +31,8 @@ export interface OperatorConnection {
   operations: AdminOperations;
   /** `admin-api` (a running server) or `database` (opened by the CLI itself). */
   via: 'admin-api' | 'database';
+  /** What it is, for a person: the server's URL, or the database and where it lives. */
+  target: string;
   close(): Promise<void>;
 }
 
@@ -36,7 +41,19 @@ export interface ConnectOptions {
   url: string | undefined;
   adminToken: string | undefined;
   /** Loaded only when needed (an explicit URL needs no database settings). */
-  config: () => AppConfig;
+  config: () => AppConfig | Promise<AppConfig>;
+  /** Create an embedded DATA_DIR that does not exist yet (else it is refused). */
+  createDataDir?: boolean;
+}
+
+/** A PostgreSQL URL without its credentials: host, port and database. */
+function describePostgres(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `PostgreSQL database ${parsed.hostname}:${parsed.port || '5432'}${parsed.pathname}`;
+  } catch {
+    return 'PostgreSQL database of DATABASE_URL';
+  }
 }
 
 async function answersHealth(url: string): Promise<boolean> {
@@ -50,10 +67,24 @@ async function answersHealth(url: string): Promise<boolean> {
 }
 
 function viaAdminApi(url: string, adminToken: string): OperatorConnection {
-  return { operations: new AdminHttpClient(url, adminToken), via: 'admin-api', close: async () => {} };
+  return {
+    operations: new AdminHttpClient(url, adminToken),
+    via: 'admin-api',
+    target: `the server at ${url} (admin API)`,
+    close: async () => {},
+  };
 }
 
-async function viaDatabase(config: AppConfig): Promise<OperatorConnection> {
+async function viaDatabase(config: AppConfig, createDataDir: boolean): Promise<OperatorConnection> {
+  const embedded = config.databaseUrl === undefined;
+  if (embedded && !createDataDir && !existsSync(config.dataDir)) {
+    throw new CliError(
+      `DATA_DIR ${config.dataDir} does not exist, so there is no voicegen database there: set DATA_DIR to the ` +
+        'service\'s data folder (the server logs it at start: "data in …"), start a server there with --url, ' +
+        'or create a new one with `voicegen init`',
+      2,
+    );
+  }
   const handle = await openDatabase({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
   const accounts = new AccountService(new SqlAccountStore(handle.db));
   const blobs = blobStoreFor(config);
@@ -68,6 +99,10 @@ async function viaDatabase(config: AppConfig): Promise<OperatorConnection> {
     // No server to tell: the next start (or SIGHUP) reads MODELS_DIR.
     operations: new AdminService(accounts, voices, localModelOperations(config.neural)),
     via: 'database',
+    target:
+      config.databaseUrl === undefined
+        ? `the embedded database in ${config.dataDir} (no server running on it)`
+        : describePostgres(config.databaseUrl),
     close: async () => {
       await engines.close();
       blobs.close?.();
@@ -87,7 +122,7 @@ export async function connectOperator(options: ConnectOptions): Promise<Operator
     }
     return viaAdminApi(options.url, options.adminToken);
   }
-  const config = options.config();
+  const config = await options.config();
   const server = await readServerFile(config.dataDir);
   const embedded = config.databaseUrl === undefined;
   if (server !== undefined && processAlive(server.pid)) {
@@ -109,5 +144,5 @@ export async function connectOperator(options: ConnectOptions): Promise<Operator
       );
     }
   }
-  return viaDatabase(config);
+  return viaDatabase(config, options.createDataDir === true);
 }

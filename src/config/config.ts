@@ -32,6 +32,8 @@ const envSchema = z.object({
   DATA_DIR: z.string().min(1).default('./data'),
   PUBLIC_URL: z.url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** `pretty` (human lines) or `json` (one JSON object a line); `auto`: pretty on a terminal only. */
+  LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
   BOOTSTRAP_API_KEY: z
     .string()
     .regex(API_KEY_PATTERN, 'must be sk- followed by 32 lowercase letters or digits')
@@ -207,6 +209,7 @@ export interface AppConfig {
   dataDir: string;
   publicUrl: string;
   logLevel: z.infer<typeof envSchema>['LOG_LEVEL'];
+  logFormat: z.infer<typeof envSchema>['LOG_FORMAT'];
   bootstrapApiKey: string | undefined;
   databaseUrl: string | undefined;
   /** Embedded database only: its page cache (shared_buffers) in MiB. */
@@ -330,6 +333,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       '',
     ),
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
     bootstrapApiKey: e.BOOTSTRAP_API_KEY,
     databaseUrl: e.DATABASE_URL,
     embeddedDbCacheMb: e.EMBEDDED_DB_CACHE_MB,

@@ -22,6 +22,8 @@ export interface ApiKeysTable {
 
 export type VoiceStatus = 'creating' | 'ready' | 'failed';
 export type VoiceVersion = 'v1.0' | 'v2.0' | 'v3.0' | 'v4.0';
+/** Every voice version, oldest first (a migration only goes forward in this order). */
+export const VOICE_VERSIONS: readonly VoiceVersion[] = ['v1.0', 'v2.0', 'v3.0', 'v4.0'];
 
 export interface VoicesTable {
   id: string;

@@ -15,7 +15,7 @@ import {
 import { AppError, errors } from '../errors/app-error.js';
 import { parseInput, storableString } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
-import type { VoiceRow, VoiceStatus, VoiceVersion } from '../storage/schema.js';
+import { VOICE_VERSIONS, type VoiceRow, type VoiceStatus, type VoiceVersion } from '../storage/schema.js';
 import { voiceBindingSchema, type VoiceBinding } from '../audio/engines/engine-registry.js';
 import type { VoiceStore, VoiceUsage } from './voice-store.js';
 
@@ -29,7 +29,7 @@ export interface VoiceEngines {
   bindingForSpec(spec: string): Promise<VoiceBinding>;
 }
 
-export const VOICE_VERSIONS: readonly VoiceVersion[] = ['v1.0', 'v2.0', 'v3.0', 'v4.0'];
+export { VOICE_VERSIONS };
 
 /** A voice's one prompt: the hosted API's voices carry prompts; ours speak as one (`default`). */
 export const DEFAULT_PROMPT = { id: 'default', name: 'default' } as const;
