@@ -266,6 +266,12 @@ describe('kayky233/AI-Vtuber (httpx: no redirects, raise_for_status)', () => {
 
 describe('Cirnouo/STranslate.Plugin.Tts.Vocu (short language codes, account credit)', () => {
   it('short codes, an emo_switch array and seed -1 are accepted; status is the integer 200', async () => {
+    // A translator speaks each target language: a voice whose engine speaks them (the default
+    // English voice, Flite's, refuses French and Japanese with UNSUPPORTED_LANGUAGE).
+    const translator = await createVoice(t.app, t.key, {
+      name: 'Translator',
+      engine: { engine: 'espeak', voice: 'en-us' },
+    });
     for (const [language, text] of [
       ['en', 'Translated into English.'],
       ['fr', 'Traduit en français.'],
@@ -273,7 +279,7 @@ describe('Cirnouo/STranslate.Plugin.Tts.Vocu (short language codes, account cred
     ] as const) {
       const data = await envelope<{ audio: string }>(
         await api('POST', '/api/tts/simple-generate', {
-          voiceId,
+          voiceId: translator,
           text,
           language,
           emo_switch: [0, 3, 0, 0, 0],

@@ -19,6 +19,8 @@ export const ERROR_CATALOGUE = {
   TTS_TEXT_EMPTY: { status: 400 },
   TTS_CONTENTS_INVALID: { status: 400 },
   TTS_SPLITTER_INVALID: { status: 400 },
+  /** The piece's language (asked for, or the script of its text) is one no voice of its voice's engine speaks. */
+  UNSUPPORTED_LANGUAGE: { status: 400 },
   STREAM_NOT_READY: { status: 400, reportable: true },
   VOICE_MIGRATE_NOT_NEEDED: { status: 400 },
   VOICE_MIGRATE_NOT_ALLOWED: { status: 400 },

@@ -14,7 +14,9 @@ import type { BlobStore } from '../storage/blob-store.js';
 import { storageLimitExceeded } from '../storage/storage-limits.js';
 import type { TaskContentRow, TaskRow, TaskStatus } from '../storage/schema.js';
 import type { TaskVoice, VoiceService } from '../voices/voice-service.js';
-import type { PieceParams, SplitterLookup } from './requests/generate-request.js';
+import { refusalMessage, type VoiceLanguages } from '../audio/engines/language-decision.js';
+import type { ParsedGenerateRequest, PieceParams, SplitterLookup } from './requests/generate-request.js';
+import { normalizeLanguage } from './requests/generation-params.js';
 import type { RequestParser } from './requests/request-parser.js';
 import { CANONICAL_RATE } from '../audio/pcm.js';
 import type { PieceAudioStore } from './piece-audio.js';
@@ -232,6 +234,8 @@ export class TaskService implements StreamTaskLookup {
       ...new Set(request.pieces.map((p) => p.voiceId)),
     ]);
     const bindings = new Map([...spoken.bindings].map(([id, binding]) => [id, JSON.stringify(binding)]));
+    // Before anything is stored or queued: a language the voice's engine cannot speak is a 400.
+    const params = await this.spokenParams(request, spoken.languages);
     const now = new Date();
     const id = randomUUID();
     const characters = request.pieces.reduce((n, p) => n + [...p.text].length, 0);
@@ -261,7 +265,7 @@ export class TaskService implements StreamTaskLookup {
       text: p.text,
       voice_id: p.voiceId,
       binding: bindings.get(p.voiceId) ?? '{}',
-      params: JSON.stringify(p.params),
+      params: JSON.stringify(params[idx]),
       status: 'pending' as const,
       samples: null,
       audio_key: null,
@@ -281,6 +285,44 @@ export class TaskService implements StreamTaskLookup {
     await this.queue.enqueue({ taskId: id, accountId, position: admission.position, characters });
     // The rows just stored (a worker may already be changing them: the answer shows them as created).
     return this.detailView(accountId, task, pieces, false, spoken.voices);
+  }
+
+  /**
+   * The pieces' parameters with their languages decided for their voices (`auto` per sentence,
+   * see language-decision.ts); 400 UNSUPPORTED_LANGUAGE naming the piece and the language when
+   * a voice's engine cannot speak one.
+   */
+  private async spokenParams(
+    request: ParsedGenerateRequest,
+    languages: ReadonlyMap<string, VoiceLanguages>,
+  ): Promise<PieceParams[]> {
+    const voiceIds = [...languages.keys()];
+    const decisions = await this.parser.languages({
+      voices: [...languages.values()],
+      pieces: request.pieces.map((p) => ({
+        text: p.text,
+        language: p.params.language,
+        voice: voiceIds.indexOf(p.voiceId),
+      })),
+    });
+    const canonical = (tag: string) => normalizeLanguage(tag) ?? tag;
+    return request.pieces.map((piece, i) => {
+      const decision = decisions[i];
+      if (decision === undefined) throw new Error(`no language decision for piece ${i}`);
+      if (!decision.ok) {
+        const where = `${request.type === 'contents' ? 'contents' : 'utterances'}[${i}]`;
+        throw new AppError('UNSUPPORTED_LANGUAGE', refusalMessage(where, decision.refusal));
+      }
+      const { language: _asked, languages: _runs, ...rest } = piece.params;
+      const { language, languages: runs } = decision.spoken;
+      return {
+        ...rest,
+        ...(language !== undefined && { language: canonical(language) }),
+        ...(runs !== undefined && {
+          languages: runs.map((run) => ({ at: run.at, language: canonical(run.language) })),
+        }),
+      };
+    });
   }
 
   /** The voice objects of the voices a task speaks, in first-use order. */

@@ -17,6 +17,7 @@ import { parseInput, storableString } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import { VOICE_VERSIONS, type VoiceRow, type VoiceStatus, type VoiceVersion } from '../storage/schema.js';
 import { voiceBindingSchema, type VoiceBinding } from '../audio/engines/engine-registry.js';
+import type { VoiceLanguages } from '../audio/engines/language-decision.js';
 import type { VoiceStore, VoiceUsage } from './voice-store.js';
 
 /** What the voice domain needs of the engines (the engine registry knows every engine). */
@@ -27,6 +28,8 @@ export interface VoiceEngines {
   defaultBinding(language: string): Promise<VoiceBinding>;
   /** The binding of a voice spec such as `espeak:en-us+f3` (operator imports). */
   bindingForSpec(spec: string): Promise<VoiceBinding>;
+  /** What the binding's engine can speak (the language decision of a new task's pieces). */
+  languagesFor(binding: VoiceBinding): Promise<VoiceLanguages>;
 }
 
 export { VOICE_VERSIONS };
@@ -196,13 +199,18 @@ export class VoiceService {
 
   /**
    * The voices a new task speaks (`ids` in first-use order, no repeats), read once: their engine
-   * bindings for synthesis and their voice objects for the task record. VOICE_NOT_FOUND for the
-   * first id that is not the account's, VOICE_CREATING for the first voice still being created.
+   * bindings for synthesis, what their engines can speak, and their voice objects for the task
+   * record. VOICE_NOT_FOUND for the first id that is not the account's, VOICE_CREATING for the
+   * first voice still being created.
    */
   async forGeneration(
     accountId: string,
     ids: readonly string[],
-  ): Promise<{ bindings: Map<string, VoiceBinding>; voices: Voice[] }> {
+  ): Promise<{
+    bindings: Map<string, VoiceBinding>;
+    languages: Map<string, VoiceLanguages>;
+    voices: Voice[];
+  }> {
     const rows = new Map((await this.store.getMany(accountId, ids)).map((row) => [row.id, row]));
     const bindings = new Map<string, VoiceBinding>();
     const voices: Voice[] = [];
@@ -214,7 +222,12 @@ export class VoiceService {
       bindings.set(id, parseBinding(row));
       voices.push(toVoice(row));
     }
-    return { bindings, voices };
+    const languages = new Map(
+      await Promise.all(
+        [...bindings].map(async ([id, binding]) => [id, await this.engines.languagesFor(binding)] as const),
+      ),
+    );
+    return { bindings, languages, voices };
   }
 
   async list(

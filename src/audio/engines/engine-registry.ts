@@ -17,6 +17,7 @@ import {
   type SynthesisRequest,
 } from './engine.js';
 import { espeakProvider } from './espeak.provider.js';
+import type { VoiceLanguages } from './language-decision.js';
 import { fliteProvider } from './flite.provider.js';
 import { neuralProvider } from './neural.provider.js';
 import { CALIBRATION_TEXT, collectPcm, LoudnessGains, withLoudnessMatching } from './loudness-gain.js';
@@ -73,6 +74,8 @@ export interface EngineRegistry {
   engineFor(binding: VoiceBinding): SpeechEngine;
   /** Checks a binding when a voice is created or imported; VALIDATION_INVALID_VALUE if it cannot be spoken. */
   validateBinding(binding: VoiceBinding): Promise<void>;
+  /** What the binding's engine can speak (the language decision's input). */
+  languagesFor(binding: VoiceBinding): Promise<VoiceLanguages>;
   /** The binding of a new voice of `language`: the first provider's that has one. */
   defaultBinding(language: string): Promise<VoiceBinding>;
   /** The binding a voice spec (`espeak:en-us+f3`, see voice-spec.ts) stands for; not yet validated. */
@@ -139,6 +142,7 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
       return wrapped;
     },
     validateBinding: (binding) => instanceFor(binding).validate(binding),
+    languagesFor: (binding) => instanceFor(binding).languages(binding),
     async defaultBinding(language) {
       for (const instance of instances.values()) {
         const binding = await instance.defaultBinding(language);

@@ -6,6 +6,7 @@
 import { AppError, errors } from '../../errors/app-error.js';
 
 import type { VoiceBinding } from './engine-registry.js';
+import type { LanguageRun } from './language-decision.js';
 
 export type { VoiceBinding } from './engine-registry.js';
 
@@ -18,6 +19,12 @@ export interface SynthesisRequest {
   seed?: number;
   preset?: 'creative' | 'balance' | 'stable';
   language?: string;
+  /**
+   * When the text's sentences are in different languages (decided per sentence for `auto`): the
+   * language of each stretch of the text. Engines that speak several languages switch their voice
+   * at those sentences; the others ignore it (task creation refused what they cannot speak).
+   */
+  languages?: readonly LanguageRun[];
   instructMode?: boolean;
   /** A client is waiting on this piece (a one-shot, a short task): engines that queue work serve it first. */
   interactive?: boolean;

@@ -98,6 +98,31 @@ describe('espeak engine', () => {
     assert.deepEqual(speakingVoice(british, 'fr-fr', catalogue), { ...british, voice: 'roa/fr' });
   });
 
+  it('speaks each sentence in the language decided for it (language runs)', async () => {
+    const english = 'Welcome home, my friend.';
+    const arabic = 'مرحبا بكم في بيتنا الجديد.';
+    const text = `${english} ${arabic}`;
+    const length = async (req: Partial<SynthesisRequest> & { text: string }) =>
+      concatPcm(await speak(req)).length;
+    const alone = {
+      english: await length({ text: english }),
+      arabic: await length({ text: arabic, voice: { engine: 'espeak', voice: 'ar' } }),
+      spelled: await length({ text: arabic }),
+    };
+    const mixed = await length({
+      text,
+      languages: [
+        { at: 0, language: 'en-us' },
+        { at: english.length + 1, language: 'ar' },
+      ],
+    });
+    // The Arabic sentence is spoken by espeak-ng's Arabic voice, not spelled out by the English
+    // one (lengths ±5 %: espeak is not bit-exact run to run).
+    const expected = alone.english + alone.arabic;
+    assert.ok(Math.abs(mixed / expected - 1) < 0.05, `${mixed} vs ${expected}`);
+    assert.ok(alone.spelled > alone.arabic * 1.5, `${alone.spelled} vs ${alone.arabic}`);
+  });
+
   it('speaks other languages by code, including aliases espeak itself refuses', async () => {
     for (const voice of ['de', 'en-gb', 'zh', 'gmw/en-US']) {
       const pcm = concatPcm(

@@ -15,6 +15,7 @@ import {
   type SynthesisRequest,
 } from './engine.js';
 import type { EspeakBinding } from './espeak.provider.js';
+import { languageAt } from './language-decision.js';
 import type { EspeakCatalogue, SynthesizeTask } from './espeak-protocol.js';
 import { createSynthesisPool, piecesIn, SentenceWorkers } from './sentence-workers.js';
 import { splitSentences } from './sentences.js';
@@ -99,6 +100,20 @@ function resolveVoice(wanted: string, catalogue: EspeakCatalogue): string | unde
   return best?.id;
 }
 
+/**
+ * The language an espeak binding speaks by itself: its voice's best-ranked language code (the
+ * prior of `auto`). VALIDATION_INVALID_VALUE for a voice the catalogue does not have.
+ */
+export function espeakVoiceLanguage(binding: EspeakBinding, catalogue: EspeakCatalogue): string {
+  const id = resolveVoice(binding.voice, catalogue);
+  const voice = catalogue.voices.find((v) => v.id === id);
+  if (voice === undefined) throw errors.invalidValue(`unknown espeak voice "${binding.voice}"`);
+  // A language code the binding names itself (`en-us`) is what it speaks; else the voice's best.
+  const named = voice.languages.find((l) => l.code.toLowerCase() === binding.voice.toLowerCase());
+  const best = [...voice.languages].sort((a, b) => a.priority - b.priority)[0];
+  return (named ?? best)?.code ?? binding.voice.toLowerCase();
+}
+
 /** espeak's language code for each canonical language of the hosted API (src/tasks/requests/generation-params.ts). */
 const ESPEAK_LANGUAGE: Readonly<Record<string, string>> = { zh: 'cmn', 'fr-fr': 'fr-fr', 'en-us': 'en-us' };
 
@@ -148,16 +163,32 @@ class PooledEspeakEngine implements EspeakEngine {
     if (req.voice.engine !== 'espeak')
       throw new Error(`espeak engine cannot speak a ${req.voice.engine} voice`);
     checkSpeechRate(req.speechRate);
+    const binding = req.voice;
     const catalogue = await loadCatalogue(this.workers.pool);
-    const voice = specFor(speakingVoice(req.voice, req.language, catalogue), catalogue);
-    const base = {
-      voice,
-      rate: Math.round(ESPEAK_BASE_WPM / req.speechRate),
-      pitch: req.voice.pitch ?? ESPEAK_DEFAULT_PITCH,
+    // The voice of each language the text is in, looked up once per call.
+    const specs = new Map<string | undefined, string>();
+    const voiceFor = (language: string | undefined): string => {
+      let spec = specs.get(language);
+      if (spec === undefined) {
+        spec = specFor(speakingVoice(binding, language, catalogue), catalogue);
+        specs.set(language, spec);
+      }
+      return spec;
     };
-    // One task per sentence: espeak's own sentence and word events are the marks.
+    voiceFor(req.language);
+    const base = {
+      rate: Math.round(ESPEAK_BASE_WPM / req.speechRate),
+      pitch: binding.pitch ?? ESPEAK_DEFAULT_PITCH,
+    };
+    // One task per sentence: espeak's own sentence and word events are the marks. A sentence
+    // decided to be in another language is spoken by espeak's voice for that language.
     const sentences = piecesIn(req.text, splitSentences(req.text, req.language ?? req.voice.voice));
-    yield* this.workers.speak<SynthesizeTask>(req, sentences, (s) => ({ ...base, text: s.text }), signal);
+    yield* this.workers.speak<SynthesizeTask>(
+      req,
+      sentences,
+      (s) => ({ ...base, voice: voiceFor(languageAt(req.languages, s.at, req.language)), text: s.text }),
+      signal,
+    );
   }
 
   async close(): Promise<void> {

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import {
   createEspeakEngine,
+  espeakVoiceLanguage,
   listEspeakVoices,
   validateEspeakBinding,
   type EspeakEngine,
@@ -108,6 +109,14 @@ function createInstance(threads: number | undefined): ProviderInstance<EspeakBin
       return voice === undefined ? undefined : { engine: 'espeak', voice };
     },
     engineId: () => 'espeak',
+    async languages(binding) {
+      const catalogue = await listEspeakVoices();
+      return {
+        engine: 'espeak',
+        own: espeakVoiceLanguage(binding, catalogue),
+        speaks: [...new Set(catalogue.voices.flatMap((v) => v.languages.map((l) => l.code)))],
+      };
+    },
     engineFor() {
       engine ??= createEspeakEngine(threads === undefined ? {} : { threads });
       return engine;

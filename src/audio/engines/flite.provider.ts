@@ -268,6 +268,15 @@ function createInstance(threads: number | undefined): ProviderInstance<FliteBind
       return voice === undefined ? undefined : { engine: 'flite', voice };
     },
     engineId: () => 'flite',
+    async languages(binding) {
+      const known = await loadVoices();
+      checkVoice(binding.voice, known);
+      return {
+        engine: 'flite',
+        own: VOICES[binding.voice]?.languages[0] ?? 'en',
+        speaks: [...new Set(known.flatMap((id) => VOICES[id]?.languages ?? []))],
+      };
+    },
     engineFor() {
       engine ??= new FliteEngine(threads ?? Math.min(2, availableParallelism()));
       return engine;

@@ -272,6 +272,14 @@ function createInstance(settings: NeuralSettings, synthesisThreads: number | und
     // Never a default: a new voice gets a neural model only when it names one.
     defaultBinding: async () => undefined,
     engineId: (binding) => binding.model,
+    async languages(binding) {
+      const entry = (await models()).get(binding.model);
+      // A node without the model cannot tell what it speaks: the generating node's engine error
+      // names the missing model, so the request is not refused here.
+      const own = entry?.available === true ? entry.languages[0] : undefined;
+      if (entry?.available !== true || own === undefined) return { engine: binding.model, speaks: 'any' };
+      return { engine: binding.model, own, speaks: entry.languages };
+    },
     engineFor() {
       engine ??= new NeuralEngine(synthesisThreads ?? Math.min(2, availableParallelism()), settings, ready);
       return engine;

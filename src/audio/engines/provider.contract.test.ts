@@ -13,6 +13,7 @@ import { encodePiece } from '../continuous-encoder.js';
 import { createEncoderPool } from '../encoder-pool.js';
 import { CANONICAL_RATE } from '../pcm.js';
 import { EngineCallError, type EngineAudio, type SynthesisRequest, type TimingMark } from './engine.js';
+import { primaryLanguage } from './provider.js';
 import {
   createEngineRegistry,
   PROVIDERS,
@@ -202,6 +203,30 @@ for (const c of CASES) {
           const binding = voiceBindingSchema.parse({ ...voices[0]?.binding, [option.field]: value.id });
           await registry.validateBinding(binding);
         }
+      }
+    });
+
+    it("tells what a binding's engine speaks: its own language among them, or any", async () => {
+      const engines = (await registry.engines()).filter((e) => e.provider === c.provider);
+      for (const voice of await registry.voices({ engine: c.provider })) {
+        const binding = voiceBindingSchema.parse(voice.binding);
+        const languages = await registry.languagesFor(binding);
+        assert.ok(
+          engines.some((e) => e.id === languages.engine),
+          JSON.stringify(languages),
+        );
+        if (languages.speaks === 'any') {
+          // Engines that decide themselves are never refused; only remote endpoints do.
+          assert.equal(c.provider, 'remote');
+          continue;
+        }
+        const own = languages.own;
+        assert.ok(own !== undefined, `${voice.id} has its own language`);
+        assert.ok(
+          languages.speaks.some((l) => primaryLanguage(l) === primaryLanguage(own)),
+          `${voice.id}: ${own} among ${languages.speaks.join(', ')}`,
+        );
+        for (const l of voice.languages) assert.ok(languages.speaks.includes(l), `${voice.id} speaks ${l}`);
       }
     });
 

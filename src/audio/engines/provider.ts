@@ -6,6 +6,7 @@
  */
 import type { z } from 'zod';
 import type { EngineTimeouts, MarkKind, SpeechEngine } from './engine.js';
+import type { VoiceLanguages } from './language-decision.js';
 import type { RemoteEndpoint } from './openai.engine.js';
 
 /** What every binding has: the provider it belongs to. */
@@ -102,6 +103,12 @@ export interface ProviderInstance<B extends BaseBinding> {
   defaultBinding(language: string): Promise<B | undefined>;
   /** EngineInfo.id of the engine that speaks `binding`. */
   engineId(binding: B): string;
+  /**
+   * What `binding`'s engine can speak, for the language decision (language-decision.ts): the
+   * voice's own language (the prior of `auto`) and every language of the engine's voices, or
+   * `any` when the engine decides itself. May throw like `validate`.
+   */
+  languages(binding: B): Promise<VoiceLanguages>;
   /** The engine that speaks `binding` (the registry adds the call deadline); may throw like `validate`. */
   engineFor(binding: B): SpeechEngine;
   /** Reads its engines' sources again (model folders), for engines that come and go while it runs. */

@@ -68,6 +68,15 @@ function createInstance(
     // A remote endpoint is never a new voice's default: the operator's built-in engines are.
     defaultBinding: async () => undefined,
     engineId: (binding) => binding.endpoint,
+    // The remote decides what it can speak: never refused, no detection (its own language, when
+    // the operator listed the voice, is only informative).
+    async languages(binding) {
+      const listed = Object.hasOwn(endpoints, binding.endpoint)
+        ? endpoints[binding.endpoint]?.voices?.find((v) => v.id === binding.voice)
+        : undefined;
+      const own = listed?.languages?.[0];
+      return { engine: binding.endpoint, speaks: 'any', ...(own !== undefined && { own }) };
+    },
     engineFor(binding) {
       let engine = engines.get(binding.endpoint);
       if (engine === undefined) {

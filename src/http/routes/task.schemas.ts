@@ -99,6 +99,7 @@ export const taskSchemas = {
       'TTS_TEXT_EMPTY',
       'TTS_CONTENTS_INVALID',
       'TTS_SPLITTER_INVALID',
+      'UNSUPPORTED_LANGUAGE',
       'VOICE_NOT_FOUND',
       'SPLITTER_NOT_FOUND',
       'TTS_SPLITTER_METADATA_INVALID',

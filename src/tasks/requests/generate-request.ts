@@ -14,20 +14,16 @@ import {
 import type { SplitterConfig } from '../../splitter/splitter-config.js';
 import { checkSplitterConfigBounds, validateSplitterConfig } from '../../splitter/splitter-config.js';
 import { splitText } from '../../splitter/split-text.js';
-import {
-  detectLanguage,
-  generationFieldSchemas,
-  normalizeLanguage,
-  randomSeed,
-  type Language,
-} from './generation-params.js';
+import type { LanguageRun } from '../../audio/engines/language-decision.js';
+import { generationFieldSchemas, normalizeLanguage, randomSeed } from './generation-params.js';
 
 /**
  * One content item as accepted: the hosted API's value sets (src/tasks/requests/generation-params.ts), known
  * keys validated, unknown keys dropped (as the hosted API does). Stored strings refuse control
  * characters; zod 4 numbers refuse ±Infinity (JSON's 1e309), so no
  * non-finite number reaches a piece. `language` is normalised to our canonical code
- * (`auto` is resolved from the text when the item is parsed); `seed` -1 or null draws a seed.
+ * (`auto`, and what the voice's engine can speak, are decided with the voice when the task is
+ * created: src/audio/engines/language-decision.ts); `seed` -1 or null draws a seed.
  */
 const f = generationFieldSchemas;
 export const contentItemSchema = z.object({
@@ -54,8 +50,13 @@ export type ContentItem = z.output<typeof contentItemSchema>;
 
 /** Generation parameters of one piece, as stored with it. */
 export type PieceParams = Omit<ContentItem, 'type' | 'text' | 'voiceId' | 'language'> & {
-  /** The language to speak: a canonical code (`auto` resolved from the text), or absent = the voice's. */
-  language?: Language;
+  /**
+   * The language to speak the whole piece in: a canonical code, or absent = the voice's own. As
+   * parsed it may be `auto`, which task creation replaces with what it decided.
+   */
+  language?: string;
+  /** Set instead when the piece's sentences are in different languages (decided for `auto`). */
+  languages?: LanguageRun[];
 };
 
 export interface PieceInput {
@@ -101,8 +102,7 @@ function parseItem(raw: unknown, where: string, limits: GenerateLimits): PieceIn
   // Strict, as the hosted API's async endpoint: a bad value is TTS_CONTENTS_INVALID naming the field.
   const item = parseInput(contentItemSchema, raw, 'TTS_CONTENTS_INVALID', where);
   const { type: _type, text, voiceId, language, ...rest } = item;
-  const spoken = language === 'auto' ? detectLanguage(text) : language;
-  const params: PieceParams = spoken === undefined ? rest : { ...rest, language: spoken };
+  const params: PieceParams = language === undefined ? rest : { ...rest, language };
   return { text: text.trim(), voiceId, params };
 }
 

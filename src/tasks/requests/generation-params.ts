@@ -4,7 +4,6 @@
  * a 400 naming the field) and leniently by one-shot synthesis (`lenientItem` drops what it cannot use).
  */
 import { randomInt } from 'node:crypto';
-import { franc } from 'franc-min';
 import { z } from 'zod';
 import { storableString } from '../../errors/validation.js';
 
@@ -31,47 +30,28 @@ const LANGUAGE_BY_TAG: Readonly<Record<string, Language>> = {
   es: 'es',
 };
 
+const languageNames = new Intl.DisplayNames(['en'], { type: 'language', fallback: 'none' });
+
 /**
  * The canonical code of a language tag as clients send it (`en`, `EN_us`, `ja-JP`, `fr-FR`,
- * `zh-Hans-CN`, `auto`), or undefined when it names no language we speak.
+ * `zh-Hans-CN`, `auto`): one of the hosted API's codes for its languages, else the tag itself in
+ * lowercase when it names a language at all (`ar`, `ru-RU`: whether the voice's engine speaks it
+ * is decided with the voice), or undefined (`xx`, `klingon`).
  */
-export function normalizeLanguage(tag: string): Language | 'auto' | undefined {
+export function normalizeLanguage(tag: string): string | undefined {
   const t = tag.trim().toLowerCase().replace(/_/g, '-');
   if (t === 'auto') return 'auto';
   if (!/^[a-z]{2,3}(-[a-z0-9]{2,8})*$/.test(t)) return undefined;
-  if ((LANGUAGES as readonly string[]).includes(t)) return t as Language;
+  if ((LANGUAGES as readonly string[]).includes(t)) return t;
   const [primary = '', region] = t.split('-');
-  return LANGUAGE_BY_TAG[region === undefined ? t : `${primary}-${region}`] ?? LANGUAGE_BY_TAG[primary];
-}
-
-/** franc's ISO 639-3 codes of our languages. */
-const LANGUAGE_BY_ISO639_3: Readonly<Record<string, Language>> = {
-  cmn: 'zh',
-  yue: 'yue',
-  eng: 'en-us',
-  jpn: 'ja',
-  kor: 'ko',
-  fra: 'fr-fr',
-  por: 'pt',
-  deu: 'de',
-  spa: 'es',
-};
-const DETECTABLE = Object.keys(LANGUAGE_BY_ISO639_3);
-/** Characters of a text the detector reads. */
-const DETECTION_SAMPLE_CHARS = 500;
-
-/**
- * `language: "auto"`: the language of `text` among ours, by franc (trigrams, and scripts for
- * Chinese, Japanese and Korean), or undefined when it cannot tell (the voice's own language is
- * used then). Accuracy on short texts is measured in src/tasks/requests/generation-params.test.ts and
- * documented in docs/compatibility.md.
- */
-export function detectLanguage(text: string): Language | undefined {
-  // The start of a text tells its language; task creation runs on the main thread, so a
-  // 3,000-character item is not scanned whole.
-  return LANGUAGE_BY_ISO639_3[
-    franc(text.slice(0, DETECTION_SAMPLE_CHARS), { minLength: 1, only: DETECTABLE })
-  ];
+  const hosted =
+    LANGUAGE_BY_TAG[region === undefined ? t : `${primary}-${region}`] ?? LANGUAGE_BY_TAG[primary];
+  if (hosted !== undefined) return hosted;
+  try {
+    return languageNames.of(primary) === undefined ? undefined : t;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The style of a preset key (`v3_balance_pro` → `balance`): what our engines are asked for. */
@@ -177,8 +157,11 @@ export const generationFieldSchemas = {
     .string()
     .max(35)
     .refine((tag) => normalizeLanguage(tag) !== undefined, {
-      message: `must be auto or one of ${LANGUAGES.join(', ')} (short and regional codes such as en, ja-JP, fr-FR are accepted)`,
-    }),
+      message: `must be auto or a language tag such as ${LANGUAGES.join(', ')}, ar, ru (short and regional codes such as en, ja-JP, fr-FR are accepted)`,
+    })
+    .describe(
+      "`auto` decides per sentence with the voice's engine language as the prior: short or ambiguous sentences keep it, another script (Arabic, Cyrillic, Han…) or a clear paragraph switches to the engine's voice for that language. A language (or a detected script) no voice of the voice's engine speaks is 400 UNSUPPORTED_LANGUAGE; remote engines are never refused.",
+    ),
   speechRate: z.number().min(0.5).max(2),
   /** int32; -1 and null mean random (resolved when the task is created). */
   seed: z.number().int().min(-1).max(2_147_483_647).nullable(),

@@ -6,6 +6,8 @@
 import { lowerThreadPriority } from '../../common/worker-priority.js';
 import { AppError } from '../../errors/app-error.js';
 import type { SplitterConfig } from '../../splitter/splitter-config.js';
+import type { LanguageDecision } from '../../audio/engines/language-decision.js';
+import { decideAll, type LanguageJobs } from './request-parser.js';
 import {
   parseGenerateRequest,
   previewSplitterRequest,
@@ -26,10 +28,17 @@ export interface ParseTask {
   saved?: { id: string; config: SplitterConfig };
 }
 
+/** A new task's language decisions to make. */
+export interface LanguageTask {
+  kind: 'languages';
+  jobs: LanguageJobs;
+}
+
 /** What a parse answers: the result, the saved splitter it needs first, or the request's error. */
 export type ParseOutcome =
   | { ok: true; generate: ParsedGenerateRequest }
   | { ok: true; preview: PreviewUtterance[] }
+  | { ok: true; languages: LanguageDecision[] }
   | { ok: false; needsSplitter: string }
   | { ok: false; error: { code: AppError['code']; message: string; headers: Record<string, string> } };
 
@@ -40,7 +49,9 @@ class NeedsSplitter extends Error {
 }
 
 /** Parses `task`; errors other than the request's own (AppError) are thrown as they are. */
-export default async function parse(task: ParseTask): Promise<ParseOutcome> {
+export default async function parse(task: ParseTask | LanguageTask): Promise<ParseOutcome> {
+  // Decisions refuse with a value, not an error: the main thread names the piece.
+  if (task.kind === 'languages') return { ok: true, languages: decideAll(task.jobs) };
   const lookup = (id: string): Promise<SplitterConfig> =>
     task.saved?.id === id ? Promise.resolve(task.saved.config) : Promise.reject(new NeedsSplitter(id));
   try {

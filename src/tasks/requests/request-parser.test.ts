@@ -32,7 +32,10 @@ async function outcome(run: () => Promise<unknown>): Promise<unknown> {
 describe('request parser: on a worker thread as on the calling thread', () => {
   const inline = inlineRequestParser(limits);
   // Every body counts as large: all of these go to the thread.
-  const pooled: RequestParser = workerPoolRequestParser(limits, { inlineBodyBytes: -1 });
+  const pooled: RequestParser = workerPoolRequestParser(limits, {
+    inlineBodyBytes: -1,
+    inlineLanguageChars: -1,
+  });
   after(() => pooled.close());
 
   const generateBodies: Record<string, unknown> = {
@@ -78,5 +81,28 @@ describe('request parser: on a worker thread as on the calling thread', () => {
     await assert.rejects(pooled.preview({ text, splitterId: 'missing' }, lookup, 1), {
       code: 'SPLITTER_NOT_FOUND',
     });
+  });
+
+  test('language decisions: the same decisions and refusals', async () => {
+    const english = { engine: 'flite', own: 'en-us', speaks: ['en-us', 'en'] };
+    const polyglot = { engine: 'espeak', own: 'en-us', speaks: ['en-us', 'en', 'ar', 'fr-fr', 'fr'] };
+    const jobs = {
+      voices: [english, polyglot],
+      pieces: [
+        { text: 'Hello there.', language: 'auto', voice: 0 },
+        { text: 'Hello there. مرحبا بكم في بيتنا الجديد.', language: 'auto', voice: 1 },
+        { text: 'مرحبا بكم في بيتنا الجديد.', language: 'auto', voice: 0 },
+        { text: 'Hello.', language: 'fr', voice: 0 },
+        { text: 'Hello.', language: undefined, voice: 1 },
+      ],
+    };
+    const decided = await pooled.languages(jobs);
+    assert.deepEqual(decided, await inline.languages(jobs));
+    assert.deepEqual(
+      decided.map((d) =>
+        d.ok ? (d.spoken.language ?? d.spoken.languages?.length ?? null) : d.refusal.field,
+      ),
+      [null, 2, 'text', 'language', null],
+    );
   });
 });

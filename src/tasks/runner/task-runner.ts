@@ -475,6 +475,7 @@ export class TaskRunner {
         ...(params.seed !== undefined && { seed: params.seed }),
         ...(params.preset !== undefined && { preset: presetStyle(params.preset) }),
         ...(params.language !== undefined && { language: params.language }),
+        ...(params.languages !== undefined && { languages: params.languages }),
         ...(params.instruct_mode !== undefined && { instructMode: params.instruct_mode }),
         // Short-lane work (one-shots, small tasks) has a client waiting: its sentences go first.
         ...(this.isShort(task.characters) && { interactive: true }),
