@@ -18,10 +18,8 @@ import { threadId } from 'node:worker_threads';
 import { workerData } from 'piscina';
 import { lowerThreadPriority } from '../../common/worker-priority.js';
 import { dropWasiExperimentalWarning } from '../../common/wasi-warning.js';
-import { createResampler } from '../resampler.js';
-import type { TimingMark } from './engine.js';
 import type { FliteTask } from './flite-protocol.js';
-import { SENTENCE_END, type SentenceChunk } from './sentence-protocol.js';
+import { postWholeSentence } from './sentence-output.js';
 
 // Synthesis is batch work: the event loop (requests, live listeners) goes first; the interactive
 // lane's thread (sentences a client waits for) keeps normal priority.
@@ -218,26 +216,7 @@ export async function synthesize(task: FliteTask): Promise<number> {
   );
   if (wave === undefined) throw new Error('flite wrote no waveform');
   const from = task.continues ? speechStart(wave.pcm, wave.rate, segments) : 0;
-  const resampler = await createResampler(wave.rate);
-  let pcm: Int16Array;
-  try {
-    const head = resampler.process(wave.pcm.subarray(from));
-    const tail = resampler.flush();
-    pcm = new Int16Array(head.length + tail.length);
-    pcm.set(head);
-    pcm.set(tail, head.length);
-  } finally {
-    resampler.destroy();
-  }
-  const marks: TimingMark[] =
-    task.sentenceEnd === undefined
-      ? []
-      : [{ kind: 'sentence', sample: 0, textStart: 0, textEnd: task.sentenceEnd }];
-  const samples = pcm.length;
-  const chunk: SentenceChunk = { pcm, marks };
-  task.port.postMessage(chunk, [pcm.buffer as ArrayBuffer]); // detaches pcm
-  task.port.postMessage(SENTENCE_END);
-  return samples;
+  return postWholeSentence(task.port, wave.pcm.subarray(from), wave.rate, task.sentenceEnd);
 }
 
 /** The names of the voices compiled into this build (`flite -lv`). */

@@ -7,10 +7,8 @@
  */
 import { workerData } from 'piscina';
 import { lowerThreadPriority } from '../../common/worker-priority.js';
-import { createResampler } from '../resampler.js';
-import type { TimingMark } from './engine.js';
 import type { NeuralModelRef, NeuralTask } from './neural-protocol.js';
-import { SENTENCE_END, type SentenceChunk } from './sentence-protocol.js';
+import { postWholeSentence } from './sentence-output.js';
 import { loadOfflineTts, type SherpaOfflineTts } from './sherpa-onnx.js';
 
 // Synthesis is batch work: the event loop goes first; the interactive lane's thread keeps normal priority.
@@ -58,26 +56,7 @@ function toInt16(samples: Float32Array): Int16Array {
 export async function synthesize(task: NeuralTask): Promise<number> {
   const tts = modelFor(task.model, task.memoryBytes);
   const audio = tts.generate({ text: task.text, sid: task.sid, speed: task.speed });
-  const resampler = await createResampler(audio.sampleRate);
-  let pcm: Int16Array;
-  try {
-    const head = resampler.process(toInt16(audio.samples));
-    const tail = resampler.flush();
-    pcm = new Int16Array(head.length + tail.length);
-    pcm.set(head);
-    pcm.set(tail, head.length);
-  } finally {
-    resampler.destroy();
-  }
-  const marks: TimingMark[] =
-    task.sentenceEnd === undefined
-      ? []
-      : [{ kind: 'sentence', sample: 0, textStart: 0, textEnd: task.sentenceEnd }];
-  const samples = pcm.length;
-  const chunk: SentenceChunk = { pcm, marks };
-  task.port.postMessage(chunk, [pcm.buffer as ArrayBuffer]); // detaches pcm
-  task.port.postMessage(SENTENCE_END);
-  return samples;
+  return postWholeSentence(task.port, toInt16(audio.samples), audio.sampleRate, task.sentenceEnd);
 }
 
 // Piscina resolves the default export when a thread starts (the `synthesize` task runs as default).
