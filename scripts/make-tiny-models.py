@@ -29,7 +29,7 @@ import struct
 import onnx
 from onnx import TensorProto, helper
 
-SAMPLES_PER_TOKEN = 256
+SAMPLES_PER_TOKEN = 512
 # Where Debian's espeak-ng-data package puts it (under the architecture's library folder).
 ESPEAK_DATA = next(iter(sorted(glob.glob("/usr/lib/*/espeak-ng-data"))), "/usr/share/espeak-ng-data")
 # Kokoro's and Kitten's style rows: one per token count up to this (Kokoro's exports use 510).

@@ -16,11 +16,11 @@ export const TINY_FAMILIES: readonly TinyFamily[] = ['kokoro', 'kitten', 'matcha
 export const TINY_MODEL_AUDIO: Readonly<
   Record<TinyFamily, { rate: number; samplesPerPhoneme: number; pitch: (speaker: number) => number }>
 > = {
-  kokoro: { rate: 24_000, samplesPerPhoneme: 256, pitch: (i) => 220 + 110 * i },
-  kitten: { rate: 24_000, samplesPerPhoneme: 256, pitch: (i) => 220 + 110 * i },
-  // One mel frame (256 samples) per token, and sherpa-onnx puts a blank token after each phoneme.
-  // The vocoder lights STFT bin 16 (i + 1) of 1024 at 22050 Hz.
-  matcha: { rate: 22_050, samplesPerPhoneme: 512, pitch: (i) => (16 * (i + 1) * 22_050) / 1024 },
+  kokoro: { rate: 24_000, samplesPerPhoneme: 512, pitch: (i) => 220 + 110 * i },
+  kitten: { rate: 24_000, samplesPerPhoneme: 512, pitch: (i) => 220 + 110 * i },
+  // Two mel frames (256 samples each) per token, and sherpa-onnx puts a blank token after each
+  // phoneme. The vocoder lights STFT bin 16 (i + 1) of 1024 at 22050 Hz.
+  matcha: { rate: 22_050, samplesPerPhoneme: 1024, pitch: (i) => (16 * (i + 1) * 22_050) / 1024 },
 };
 
 const SCRIPT = fileURLToPath(new URL('../../scripts/make-tiny-models.py', import.meta.url));
