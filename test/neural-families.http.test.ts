@@ -1,10 +1,11 @@
 // The Kokoro, Kitten and Matcha model layouts on the real app, with the tests' own tiny models of
 // each family (real sherpa-onnx in worker threads, phonemizing with espeak-ng): each folder listed
 // available with its speakers as voices, a one-shot and a task of each streamed as MP3 whose length
-// follows the text and whose tone is the chosen speaker's, and broken folders of each family (no
-// voices.bin, no vocoder, a voices.bin sherpa-onnx refuses) unavailable with the reason.
+// follows the text and whose tone is the chosen speaker's, a multi-lingual Kokoro speaking Chinese
+// through its lexicon, and broken folders of each family (no voices.bin, no vocoder, a voices.bin
+// sherpa-onnx refuses) unavailable with the reason.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, truncateSync, unlinkSync } from 'node:fs';
+import { mkdtempSync, rmSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -54,6 +55,13 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
     // Reads as a model here, but its styles are cut short: sherpa-onnx refuses it when it loads it.
     const cut = makeTinyModel(modelsDir, 'kokoro', 'kokoro-cut-voices');
     truncateSync(join(cut, 'voices.bin'), 1000);
+    // A multi-lingual Kokoro (version 2, as Kokoro v1.0's export): Chinese words from its lexicon.
+    const multi = makeTinyModel(modelsDir, 'kokoro', 'kokoro-multi', 1, {
+      version: '2',
+      language: 'multi-lang, e.g., English, Chinese',
+    });
+    writeFileSync(join(multi, 'lexicon-us-en.txt'), 'hello h ə l ˈ o ʊ\n');
+    writeFileSync(join(multi, 'lexicon-zh.txt'), '你 n i\n好 h a o\n们 m ə n\n');
     t = await startTestApp({
       listen: true,
       env: { MODELS_DIR: modelsDir, LOG_LEVEL: 'info', SYNTHESIS_THREADS: '1' },
@@ -134,6 +142,7 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
       'kitten-no-voices',
       'kokoro',
       'kokoro-cut-voices',
+      'kokoro-multi',
       'kokoro-no-voices',
       'matcha',
       'matcha-no-vocoder',
@@ -203,6 +212,24 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
       );
     });
   }
+
+  it('a multi-lingual Kokoro speaks Chinese from its lexicon', async () => {
+    const [voice] = await get<Voice[]>('/api/engines/voices?engine=kokoro-multi');
+    assert.deepEqual(voice?.languages, ['en-us', 'en', 'zh']);
+    const voiceId = await createVoice('Multi', voice?.binding ?? {});
+    // 你好 and 你们好, twice: 2 × (5 + 8) phonemes of the lexicon, 512 samples each.
+    const text = '你好，你们好。你好，你们好。';
+    const res = await oneShot(text, voiceId);
+    assert.equal(res.status, 200);
+    const bytes = Buffer.from(await res.arrayBuffer());
+    assert.equal(await ffmpegErrors(bytes), '');
+    const expected = (26 * 512) / 24_000;
+    const { durationSeconds } = await probeAudio(bytes);
+    assert.ok(
+      durationSeconds > expected * 0.9 && durationSeconds < expected * 1.3 + 0.3,
+      `${durationSeconds} s, expected about ${expected.toFixed(2)} s`,
+    );
+  });
 
   it('a Kokoro folder whose voices.bin sherpa-onnx refuses fails its piece and becomes unavailable', async () => {
     const before = (await get<Engine[]>('/api/engines')).find((e) => e.id === 'kokoro-cut-voices');
