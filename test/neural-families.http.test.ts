@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs } from './helpers/audio-check.js';
 import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
 import { makeTinyModel, TINY_FAMILIES, TINY_MODEL_AUDIO, type TinyFamily } from './helpers/tiny-models.js';
+import { makeTinyVits } from './helpers/tiny-vits.js';
 
 interface Engine {
   id: string;
@@ -229,6 +230,42 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
       durationSeconds > expected * 0.9 && durationSeconds < expected * 1.3 + 0.3,
       `${durationSeconds} s, expected about ${expected.toFixed(2)} s`,
     );
+  });
+
+  it('a piece a model has nothing to say for (an emoji, a dash) is silence, the service stays up', async () => {
+    // The tiny VITS model's character frontend has no token for these; Matcha has none for "…".
+    makeTinyVits(modelsDir, 'vits', 1);
+    const res = await t.app.http.inject({
+      method: 'POST',
+      url: '/admin/models/rescan',
+      headers: bearer(t.app.adminToken ?? ''),
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    for (const [model, voice] of [
+      ['vits', '0'],
+      ['matcha', 'tone_0'],
+      ['kokoro', 'tone_0'],
+    ]) {
+      const voiceId = await createVoice(`Nothing ${model}`, { engine: 'neural', model, voice });
+      for (const text of ['😀', '—']) {
+        const spoken = await oneShot(text, voiceId);
+        assert.equal(spoken.status, 200, `${model}: ${text}`);
+        assert.equal(spoken.headers.get('content-type'), 'audio/mpeg');
+        await spoken.arrayBuffer();
+      }
+      // Between sentences it says, such a piece is no audio: the answer is clean MP3 all the same.
+      const mixed = await oneShot('Hello there. … 😀 Goodbye now.', voiceId);
+      assert.equal(mixed.status, 200);
+      const bytes = Buffer.from(await mixed.arrayBuffer());
+      assert.equal(await ffmpegErrors(bytes), '');
+      assert.ok((await probeAudio(bytes)).durationSeconds > 0.2, model);
+    }
+    const ok = await oneShot(
+      'Still here.',
+      await createVoice('Still', { engine: 'neural', model: 'vits', voice: '0' }),
+    );
+    assert.equal(ok.status, 200);
+    await ok.arrayBuffer();
   });
 
   it('a Kokoro folder whose voices.bin sherpa-onnx refuses fails its piece and becomes unavailable', async () => {
