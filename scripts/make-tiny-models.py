@@ -12,8 +12,9 @@ to an installed espeak-ng data folder (Debian's espeak-ng-data package, by defau
   token count and speaker, its first value the speaker's pitch), `tokens.txt`.
 - kitten: the same inputs with `model_type=kitten-tts` metadata and a 2-d `style_dim`.
 - matcha: an acoustic model `model-steps-3.onnx` (inputs x, x_length, noise_scale, length_scale,
-  sid; output a mel spectrogram with one band lit per speaker) and a Vocos vocoder
-  `vocos-22khz-univ.onnx` (mel to magnitude and phase of an STFT that sherpa-onnx inverts).
+  and sid when there are several speakers; output a mel spectrogram with one band lit per
+  speaker) and a Vocos vocoder `vocos-22khz-univ.onnx` (mel to magnitude and phase of an STFT
+  that sherpa-onnx inverts).
 
 Usage: make-tiny-models.py OUT_DIR --family kokoro|kitten|matcha [--speakers N]
                            [--espeak-ng-data DIR] [--meta KEY=VALUE]...
@@ -197,7 +198,16 @@ def make_kitten(out: str, speakers: int) -> None:
 
 def make_matcha(out: str, speakers: int) -> None:
     rate = 22050
-    # The acoustic model: x [1, N] -> mel [1, N_MELS, frames], frames = N * length_scale, band sid lit.
+    # The acoustic model: x [1, N] -> mel [1, N_MELS, frames], frames = N * length_scale, band sid
+    # lit. A single-speaker model has no sid input, as the published single-speaker Matcha models.
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.INT64, [1, "N"]),
+        helper.make_tensor_value_info("x_length", TensorProto.INT64, [1]),
+        helper.make_tensor_value_info("noise_scale", TensorProto.FLOAT, [1]),
+        helper.make_tensor_value_info("length_scale", TensorProto.FLOAT, [1]),
+    ]
+    if speakers > 1:
+        inputs.append(helper.make_tensor_value_info("sid", TensorProto.INT64, [1]))
     nodes = [
         helper.make_node("Shape", ["x"], ["x_shape"]),
         helper.make_node("Gather", ["x_shape", "one_i"], ["n_tokens"], axis=0),
@@ -219,16 +229,12 @@ def make_matcha(out: str, speakers: int) -> None:
         # SAMPLES_PER_TOKEN / HOP frames (of HOP samples each) per token.
         const("frames_per_token", TensorProto.FLOAT, [float(SAMPLES_PER_TOKEN // HOP)], (1,)),
     ]
+    if speakers == 1:
+        inits.append(const("sid", TensorProto.INT64, [0], (1,)))
     graph = helper.make_graph(
         nodes,
         "tiny-matcha",
-        [
-            helper.make_tensor_value_info("x", TensorProto.INT64, [1, "N"]),
-            helper.make_tensor_value_info("x_length", TensorProto.INT64, [1]),
-            helper.make_tensor_value_info("noise_scale", TensorProto.FLOAT, [1]),
-            helper.make_tensor_value_info("length_scale", TensorProto.FLOAT, [1]),
-            helper.make_tensor_value_info("sid", TensorProto.INT64, [1]),
-        ],
+        inputs,
         [helper.make_tensor_value_info("mel", TensorProto.FLOAT, [1, N_MELS, "F"])],
         inits,
     )
@@ -310,7 +316,8 @@ def main() -> None:
             parser.error(f"--meta {entry}: expected KEY=VALUE")
         OVERRIDES[key] = value
     os.makedirs(args.out, exist_ok=True)
-    {"kokoro": make_kokoro, "kitten": make_kitten, "matcha": make_matcha}[args.family](args.out, args.speakers)
+    make = {"kokoro": make_kokoro, "kitten": make_kitten, "matcha": make_matcha}[args.family]
+    make(args.out, args.speakers)
     link = os.path.join(args.out, "espeak-ng-data")
     if not os.path.lexists(link):
         os.symlink(os.path.abspath(args.espeak_ng_data), link)

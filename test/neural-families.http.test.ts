@@ -56,6 +56,8 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
     // Reads as a model here, but its styles are cut short: sherpa-onnx refuses it when it loads it.
     const cut = makeTinyModel(modelsDir, 'kokoro', 'kokoro-cut-voices');
     truncateSync(join(cut, 'voices.bin'), 1000);
+    // The published single-speaker Matcha models take no speaker id.
+    makeTinyModel(modelsDir, 'matcha', 'matcha-one', 1);
     // A multi-lingual Kokoro (version 2, as Kokoro v1.0's export): Chinese words from its lexicon.
     const multi = makeTinyModel(modelsDir, 'kokoro', 'kokoro-multi', 1, {
       version: '2',
@@ -147,6 +149,7 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
       'kokoro-no-voices',
       'matcha',
       'matcha-no-vocoder',
+      'matcha-one',
     ]);
     for (const family of TINY_FAMILIES) {
       const engine = byId.get(family);
@@ -213,6 +216,18 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
       );
     });
   }
+
+  it('a single-speaker Matcha (no speaker id input) speaks its one voice', async () => {
+    const voices = await get<Voice[]>('/api/engines/voices?engine=matcha-one');
+    assert.deepEqual(
+      voices.map((v) => v.id),
+      ['tone_0'],
+    );
+    const text = 'Good morning to all of you.';
+    const res = await oneShot(text, await createVoice('One', voices[0]?.binding ?? {}));
+    assert.equal(res.status, 200);
+    assertPitch(await assertSpoken(Buffer.from(await res.arrayBuffer()), 'matcha', text), 'matcha', 0);
+  });
 
   it('a multi-lingual Kokoro speaks Chinese from its lexicon', async () => {
     const [voice] = await get<Voice[]>('/api/engines/voices?engine=kokoro-multi');
