@@ -76,6 +76,11 @@ export class WyomingServer {
     return address;
   }
 
+  /** Where it listens (undefined before listen() and after close()). */
+  get address(): AddressInfo | undefined {
+    return (this.server?.address() as AddressInfo | null) ?? undefined;
+  }
+
   /** Connections open now. */
   get openConnections(): number {
     return this.connections.size;
