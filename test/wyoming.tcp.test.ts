@@ -212,6 +212,8 @@ describe('Wyoming: describe', () => {
       assert.equal(own.description, 'Kitchen narrator');
       assert.ok(own.languages.length > 0 && own.installed);
       assert.ok(program.voices.length > 100);
+      // Home Assistant takes the first voice of a language: the default English voice leads the catalogue.
+      assert.equal(program.voices.find((v) => v.name.includes(':'))?.name, 'flite:kal16');
     } finally {
       client.close();
     }

@@ -129,7 +129,13 @@ export async function describeService(
   version: string,
 ): Promise<Record<string, unknown>> {
   const engines = new Map((await synthesis.engines()).map((e) => [e.id, e]));
-  const catalogue = await synthesis.voices();
+  // Home Assistant speaks a language with the first voice listed for it: the service's default
+  // English voice comes first, as it does for the API.
+  const english = (await synthesis.defaultBinding('en').catch(() => undefined)) as
+    Record<string, unknown> | undefined;
+  const isDefault = (v: EngineVoice): boolean =>
+    english !== undefined && v.engine === english.engine && v.id === english.voice;
+  const catalogue = (await synthesis.voices()).sort((a, b) => Number(isDefault(b)) - Number(isDefault(a)));
   const own = (await allAccountVoices(voices, accountId)).filter((v) => v.status !== 'creating');
   const program: TtsProgramInfo = {
     name: 'voicegen',

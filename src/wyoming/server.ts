@@ -179,11 +179,13 @@ class Connection {
       this.destroy(`malformed message: ${err.message}`, 'warn');
       return;
     }
-    // A message must arrive whole within the idle timeout from its first byte (no slow drip).
-    if (!this.reader.partial) {
+    // A message must arrive whole within the idle timeout from its first byte (no slow drip):
+    // the clock restarts with each message completed.
+    if (!this.reader.partial || events.length > 0) {
       clearTimeout(this.messageTimer);
       this.messageTimer = undefined;
-    } else if (this.messageTimer === undefined) {
+    }
+    if (this.reader.partial && this.messageTimer === undefined) {
       this.messageTimer = setTimeout(
         () => this.destroy(`a message took longer than ${this.deps.config.idleTimeoutMs} ms to arrive`),
         this.deps.config.idleTimeoutMs,
