@@ -134,7 +134,7 @@ let t: TestApp;
 let port = 0;
 let accountId = '';
 let voiceId = '';
-const logs: { msg?: string; reason?: string }[] = [];
+const logs: { msg?: string; reason?: string; taskId?: string }[] = [];
 const ACCOUNT = 'wyoming-home';
 
 before(async () => {
@@ -382,7 +382,7 @@ describe('Wyoming: a client that vanishes mid-audio', () => {
     assert.equal(task.status, 'failed', 'the generation was stopped, not finished');
     assert.match(task.error ?? '', /Wyoming client disconnected/);
     assert.ok(
-      logs.some((l) => l.msg === 'generation aborted'),
+      logs.some((l) => l.msg === 'generation aborted' && l.taskId === taskId),
       'the runner aborted the generation (its engine call included)',
     );
   });

@@ -73,6 +73,16 @@ export class WyomingServer {
       { host: address.address, port: address.port, account: config.account },
       `Wyoming TTS server listening on ${address.address}:${address.port}`,
     );
+    // Said at start rather than at the first request: an account that does not exist (a typo) is
+    // otherwise only seen in Home Assistant's error.
+    void this.deps.accounts
+      .resolveAccount(config.account)
+      .catch(() =>
+        log.warn(
+          { account: config.account },
+          `wyoming: the account "${config.account}" (WYOMING_ACCOUNT) does not exist yet; requests fail until it does`,
+        ),
+      );
     return address;
   }
 
