@@ -607,7 +607,7 @@ function wyomingServer(
  * per-account limit of the API, in counters of its own: Wyoming requests do not pass the HTTP
  * limiter), in this process or in Redis for a cluster; resolves with the seconds to wait when over.
  */
-function accountRequestCounter(
+export function accountRequestCounter(
   config: AppConfig,
   store: RateLimitStore,
 ): (accountId: string) => Promise<number | undefined> {
