@@ -73,16 +73,6 @@ export class WyomingServer {
       { host: address.address, port: address.port, account: config.account },
       `Wyoming TTS server listening on ${address.address}:${address.port}`,
     );
-    // Said at start rather than at the first request: an account that does not exist (a typo) is
-    // otherwise only seen in Home Assistant's error.
-    void this.deps.accounts
-      .resolveAccount(config.account)
-      .catch(() =>
-        log.warn(
-          { account: config.account },
-          `wyoming: the account "${config.account}" (WYOMING_ACCOUNT) does not exist yet; requests fail until it does`,
-        ),
-      );
     return address;
   }
 
@@ -299,7 +289,18 @@ class Connection {
   }
 
   private async accountId(): Promise<string> {
-    return (await this.deps.accounts.resolveAccount(this.deps.config.account)).id;
+    const name = this.deps.config.account;
+    try {
+      return (await this.deps.accounts.resolveAccount(name)).id;
+    } catch (err) {
+      // A mistyped WYOMING_ACCOUNT would otherwise show only in Home Assistant's error.
+      if (isAppError(err) && err.code === 'RESOURCE_NOT_FOUND')
+        this.deps.log.warn(
+          { account: name },
+          `wyoming: the account "${name}" (WYOMING_ACCOUNT) does not exist`,
+        );
+      throw err;
+    }
   }
 
   /** Resolves the account and counts one request against its rate limit. */
