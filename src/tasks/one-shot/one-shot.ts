@@ -206,7 +206,7 @@ export class OneShotService {
    * record) once a worker has claimed it (or it failed). When that takes longer than
    * `startTimeoutMs`, cancels the task and throws 503 NO_WORKER_AVAILABLE with Retry-After.
    */
-  private async started(accountId: string, taskId: string, signal: AbortSignal): Promise<StreamTaskView> {
+  async started(accountId: string, taskId: string, signal: AbortSignal): Promise<StreamTaskView> {
     const { startTimeoutMs, tasks } = this.deps;
     const timeout = AbortSignal.timeout(startTimeoutMs);
     const view = () => tasks.streamView(taskId);
