@@ -44,7 +44,7 @@ export class TimingStore {
         words: JSON.stringify(s.words.map((w) => [w.start, w.end, w.textStart, w.textEnd])),
       })),
     );
-    const result = await sql`
+    const result = await sql<{ seq: number }>`
       INSERT INTO task_timings
         (task_id, content_idx, seq, start_sample, end_sample, text_start, text_end, words)
       SELECT t.id, ${contentIdx}::integer, r.seq, r.start_sample, r.end_sample, r.text_start, r.text_end, r.words
@@ -56,8 +56,10 @@ export class TimingStore {
       ON CONFLICT (task_id, content_idx, seq) DO UPDATE SET
         start_sample = excluded.start_sample, end_sample = excluded.end_sample,
         text_start = excluded.text_start, text_end = excluded.text_end, words = excluded.words
+      RETURNING seq
     `.execute(this.db);
-    if (result.numAffectedRows === 0n && sentences.some((s) => s.seq < MAX_TIMED_SENTENCES_PER_PIECE))
+    // Rows returned, not an affected-row count: both database drivers report those alike.
+    if (result.rows.length === 0 && sentences.some((s) => s.seq < MAX_TIMED_SENTENCES_PER_PIECE))
       throw new LeaseLostError(taskId, 'it was claimed by another delivery');
   }
 
