@@ -456,6 +456,9 @@ export class TaskRunner {
     const params = JSON.parse(piece.params) as PieceParams;
     const binding = voiceBindingSchema.parse(JSON.parse(piece.binding));
     await store.setPieceStatus(task.id, piece.idx, 'processing', token);
+    // A piece generated again (an earlier delivery died) starts its timings afresh; before its
+    // audio file is started, so a failure here leaves nothing open.
+    await this.deps.timings?.clearPiece(task.id, piece.idx, token);
     const engine = this.deps.engineFor(binding);
     // An instruct/design piece on an engine that delivers MP3 keeps that MP3 unchanged
     // (its per-content stream and stored audio); the PCM decoded from the same call feeds the
@@ -472,8 +475,6 @@ export class TaskRunner {
     );
     let samples = 0;
     const { timings } = this.deps;
-    // A piece generated again (an earlier delivery died) starts its timings afresh.
-    await timings?.clearPiece(task.id, piece.idx, token);
     const collector = new TimingCollector(piece.text.length);
     const record = async (sentences: SentenceTiming[]): Promise<void> => {
       if (timings !== undefined && sentences.length > 0)
@@ -520,11 +521,12 @@ export class TaskRunner {
         }
       }
       await writer.finish();
-      await record(collector.finish());
     } catch (err) {
       writer.fail(err instanceof Error ? err : new Error(String(err)));
       throw err;
     }
+    // The last sentence ends with the call: recorded once the piece's audio is complete.
+    await record(collector.finish());
     const key = `tasks/${task.id}/contents/${piece.idx}.mp3`;
     const stored = await blobs.put(key, pieceAudio.readCompleteMp3(task.id, piece.idx, signal), 'audio/mpeg');
     // Its size counts against the account's stored task audio (ACCOUNT_MAX_TASK_BYTES).
