@@ -350,6 +350,19 @@ describe('subtitles and timestamps', () => {
         header,
       );
     }
+    const viaGet = await get(
+      `/api/tts/simple-generate.mp3?text=Subtitled%20by%20query.&voiceId=${voiceA}&srt=true`,
+      bearer(t.key),
+    );
+    assert.equal(viaGet.statusCode, 200, viaGet.body);
+    for (const header of ['x-service-response-data', 'x-reecho-response-data']) {
+      const info = JSON.parse(String(viaGet.headers[header])) as { id: string; srt?: string };
+      assert.match(
+        info.srt ?? '',
+        new RegExp(`/api/tts/generate/${info.id}/subtitles\\.srt\\?auth=`),
+        header,
+      );
+    }
     const without = await t.app.http.inject({
       method: 'POST',
       url: '/api/tts/simple-generate',
