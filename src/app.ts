@@ -32,6 +32,9 @@ import { simpleGenerateRoutes } from './http/routes/simple-generate.routes.js';
 import { splitterRoutes } from './http/routes/splitter.routes.js';
 import { streamRoutes } from './http/routes/stream.routes.js';
 import { taskRoutes } from './http/routes/task.routes.js';
+import { timingRoutes } from './http/routes/timing.routes.js';
+import { TimingService } from './tasks/timings/timing-service.js';
+import { TimingStore } from './tasks/timings/timing-store.js';
 import type { RequestParser } from './tasks/requests/request-parser.js';
 import { workerPoolRequestParser } from './tasks/requests/request-parser.worker-pool.js';
 import { voiceRoutes } from './http/routes/voice.routes.js';
@@ -75,6 +78,8 @@ export interface Services {
   tasks: TaskService;
   runner: TaskRunner;
   stream: StreamService;
+  /** Subtitles and timestamps of tasks. */
+  timings: TimingService;
   /** The task announcements this node hears and sends (every node's, in scale-out). */
   events: TaskEvents;
 }
@@ -147,7 +152,14 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     await registerOpenApi(http, { version: SERVICE_VERSION, publicUrl: config.publicUrl });
     const accounts = await buildAccounts(config, adapters.database);
     const { voices, splitters } = buildVoices(config, adapters, engines);
-    const { tasks, runner, pieceAudio } = buildTasks(config, adapters, engines, voices, http);
+    const { tasks, runner, pieceAudio, timings } = buildTasks(
+      config,
+      adapters,
+      engines,
+      voices,
+      accounts,
+      http,
+    );
     opened.runner = runner;
     const stream = buildStreams(config, adapters, engines, tasks, pieceAudio);
     opened.stream = stream;
@@ -162,6 +174,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       tasks,
       runner,
       stream,
+      timings,
       events: adapters.events,
     };
     const adminToken = await registerRoutes(http, config, adapters, services, metrics.registry, engines);
@@ -353,16 +366,19 @@ function buildTasks(
   adapters: Adapters,
   engines: Engines,
   voices: VoiceService,
+  accounts: AccountService,
   http: FastifyInstance,
-): { tasks: TaskService; runner: TaskRunner; pieceAudio: FsPieceAudioStore } {
+): { tasks: TaskService; runner: TaskRunner; pieceAudio: FsPieceAudioStore; timings: TimingService } {
   const taskStore = new TaskStore(adapters.database.db);
   const pieceAudio = new FsPieceAudioStore(
     join(config.dataDir, 'work', 'tasks'),
     adapters.events,
     batchedPieceStates((taskId, idxs) => pieceStates(taskStore, taskId, idxs)),
   );
+  const timings = new TimingStore(adapters.database.db);
   const runner = new TaskRunner({
     store: taskStore,
+    timings,
     queue: adapters.queue,
     workerUrl: adapters.nodeUrl,
     pieceAudio,
@@ -392,7 +408,7 @@ function buildTasks(
     adapters.events,
     { finishedCacheMs: config.authCacheMs, maxTaskBytes: config.storageLimits.taskBytes },
   );
-  return { tasks, runner, pieceAudio };
+  return { tasks, runner, pieceAudio, timings: new TimingService(taskStore, timings, accounts) };
 }
 
 /** What the piece audio needs to know of pieces `idxs` of a task: generated, failed or waiting. */
@@ -487,6 +503,8 @@ async function registerRoutes(
   await http.register(audioRoutes(tasks, adapters.blobs, stream, perAddress));
   // Stream endpoints: only the task's `auth` query token, never a bearer key.
   await http.register(streamRoutes(stream, perAddress));
+  // Subtitles and timestamps: the task's `auth` token (a <track src> sends no header) or the owner's key.
+  await http.register(timingRoutes(services.timings, perAddress));
 
   // Operator API: the admin token only, never a tenant key (and tenant routes never take the admin token).
   const adminToken = effectiveAdminToken(config);
