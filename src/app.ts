@@ -29,6 +29,12 @@ import { consoleRoutes } from './http/routes/console.routes.js';
 import { healthRoutes } from './http/routes/health.routes.js';
 import { createServiceMetrics, type MetricsSources, type ServiceMetrics } from './http/metrics.prom.js';
 import { simpleGenerateRoutes } from './http/routes/simple-generate.routes.js';
+import { registerOpenAiErrors } from './http/openai-errors.js';
+import { openAiListRoutes, openAiSpeechRoutes } from './http/routes/openai.routes.js';
+import { OpenAiCatalogue } from './openai/catalogue.js';
+import { OpenAiSpeech } from './openai/openai-speech.js';
+import { stockVoiceMap } from './openai/stock-voices.js';
+import { VoiceResolver } from './openai/voice-resolver.js';
 import { splitterRoutes } from './http/routes/splitter.routes.js';
 import { streamRoutes } from './http/routes/stream.routes.js';
 import { taskRoutes } from './http/routes/task.routes.js';
@@ -460,6 +466,8 @@ async function registerRoutes(
   engines: Engines,
 ): Promise<string | undefined> {
   const { tasks, stream, voices, accounts } = services;
+  // Before any /v1 route: their errors are re-shaped as OpenAI's on the way out.
+  registerOpenAiErrors(http);
   await http.register(
     healthRoutes(metrics, { metricsToken: config.metricsToken, readiness: adapters.readiness }),
   );
@@ -473,6 +481,26 @@ async function registerRoutes(
   await http.register(audioRoutes(tasks, adapters.blobs, stream, perAddress));
   // Stream endpoints: only the task's `auth` query token, never a bearer key.
   await http.register(streamRoutes(stream, perAddress));
+  // OpenAI-compatible lists: their key is optional (Open WebUI asks without one), so they stand
+  // outside the tenant API, limited per client address.
+  await http.register(async (scope) => {
+    await registerRateLimit(
+      scope,
+      {
+        name: 'openai-lists',
+        max: config.rateLimit.ipMax,
+        windowMs: config.rateLimit.windowMs,
+        keyGenerator: clientAddressKey,
+      },
+      adapters.rateLimitStore,
+    );
+    await scope.register(
+      openAiListRoutes(openAiCatalogue(config, services), {
+        accounts,
+        publicLists: config.openai.publicLists,
+      }),
+    );
+  });
 
   // Operator API: the admin token only, never a tenant key (and tenant routes never take the admin token).
   const adminToken = effectiveAdminToken(config);
@@ -542,5 +570,36 @@ function tenantRoutes(config: AppConfig, adapters: Adapters, services: Services,
         }),
       ),
     );
+    await scope.register(openAiSpeechRoutes(openAiSpeech(config, services)));
   };
+}
+
+/** The catalogue the OpenAI-compatible lists and model names read. */
+function openAiCatalogue(config: AppConfig, services: Services): OpenAiCatalogue {
+  return new OpenAiCatalogue({
+    engines: services.synthesis,
+    voices: services.voices,
+    stockVoices: stockVoiceMap(config.openai.voices),
+  });
+}
+
+/** `POST /v1/audio/speech`: OpenAI's request as a one-shot synthesis in the format asked for. */
+function openAiSpeech(config: AppConfig, services: Services): OpenAiSpeech {
+  const { tasks, events, stream, voices, synthesis } = services;
+  return new OpenAiSpeech({
+    oneShot: new OneShotService({
+      tasks,
+      events,
+      contentAudio: (task, idx, signal) => stream.contentBytes(task, idx, signal),
+      startTimeoutMs: config.oneShotStartTimeoutMs,
+    }),
+    resolver: new VoiceResolver({
+      voices,
+      engines: synthesis,
+      stockVoices: stockVoiceMap(config.openai.voices),
+    }),
+    catalogue: openAiCatalogue(config, services),
+    contentPcm: (task, idx, signal) => stream.contentPcm(task, idx, signal),
+    inputMaxChars: config.openai.inputMaxChars,
+  });
 }
