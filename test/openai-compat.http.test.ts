@@ -2,10 +2,12 @@
 // `openai` SDK (every format checked with ffprobe, SSE events, its error classes), Open WebUI's
 // request sequence, Home Assistant's OpenAI-integration requests, and the limits of the tenant API.
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
 import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs } from './helpers/audio-check.js';
-import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
+import { bearer, speechMp3, startTestApp, type TestApp } from './helpers/test-app.js';
 
 // About five seconds of speech: long enough that 2 % (100 ms) exceeds the MP3's encoder delay and padding.
 const TEXT =
@@ -19,13 +21,32 @@ interface OpenAiError {
   error: { message: string; type: string; param: string | null; code: string };
 }
 
+// A local OpenAI-compatible endpoint behind the remote engine: records what it is asked.
+const upstreamBodies: Record<string, unknown>[] = [];
+let upstreamMp3: Buffer = Buffer.alloc(0);
+const upstream = createServer((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (chunk: Buffer) => chunks.push(chunk));
+  req.on('end', () => {
+    upstreamBodies.push(JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>);
+    res.writeHead(200, { 'content-type': 'audio/mpeg' }).end(upstreamMp3);
+  });
+});
+
 before(async () => {
-  t = await startTestApp({ listen: true });
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  const { port } = upstream.address() as AddressInfo;
+  t = await startTestApp({
+    listen: true,
+    env: { REMOTE_ENGINES: JSON.stringify({ local: { baseUrl: `http://127.0.0.1:${port}` } }) },
+  });
   client = new OpenAI({ apiKey: t.key, baseURL: `${t.baseUrl}/v1`, maxRetries: 0 });
+  upstreamMp3 = await speechMp3(t.app, 'The remote endpoint answers with this sentence.');
 });
 
 after(async () => {
   await t.close();
+  await new Promise((resolve) => upstream.close(resolve));
 });
 
 async function speak(
@@ -293,6 +314,25 @@ describe("Home Assistant's OpenAI TTS integration", () => {
     assert.equal(pcm.headers.get('content-type'), 'audio/pcm');
     const pcmSeconds = await decodedSeconds(Buffer.from(await pcm.arrayBuffer()), 'pcm');
     assert.ok(pcmSeconds < wavSeconds * 0.85, `speed 1.5: ${pcmSeconds} s, speed 1: ${wavSeconds} s`);
+  });
+});
+
+describe('instructions', () => {
+  it('reach a remote OpenAI-compatible engine, and only when given', async () => {
+    upstreamBodies.length = 0;
+    const { bytes } = await speak({
+      model: 'gpt-4o-mini-tts',
+      voice: 'local:alloy',
+      input: 'Ahoy there.',
+      instructions: 'Speak like a pirate.',
+      response_format: 'flac',
+    });
+    assert.equal((await probeAudio(bytes)).codec, 'flac');
+    await speak({ voice: 'local:alloy', input: 'Plain words.' });
+    assert.equal(upstreamBodies.length, 2);
+    assert.equal(upstreamBodies[0]?.instructions, 'Speak like a pirate.');
+    assert.equal(upstreamBodies[0]?.voice, 'alloy');
+    assert.ok(!('instructions' in (upstreamBodies[1] ?? {})));
   });
 });
 

@@ -52,7 +52,12 @@ export class OpenAiSpeech {
     });
     const voiceId = await this.deps.resolver.resolve(accountId, request.voice, request.model);
     const task = await this.deps.oneShot.start(accountId, {
-      item: { text: request.input, voiceId, speechRate: request.speechRate },
+      item: {
+        text: request.input,
+        voiceId,
+        speechRate: request.speechRate,
+        ...(request.instructions !== undefined && { instructions: request.instructions }),
+      },
       stream: false,
       directStream: true,
     });
