@@ -2,9 +2,11 @@
 // `openai` SDK (every format checked with ffprobe, SSE events, its error classes), Open WebUI's
 // request sequence, Home Assistant's OpenAI-integration requests, and the limits of the tenant API.
 import assert from 'node:assert/strict';
+import { readdir, readlink } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import OpenAI from 'openai';
 import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs } from './helpers/audio-check.js';
 import { bearer, speechMp3, startTestApp, type TestApp } from './helpers/test-app.js';
@@ -314,6 +316,46 @@ describe("Home Assistant's OpenAI TTS integration", () => {
     assert.equal(pcm.headers.get('content-type'), 'audio/pcm');
     const pcmSeconds = await decodedSeconds(Buffer.from(await pcm.arrayBuffer()), 'pcm');
     assert.ok(pcmSeconds < wavSeconds * 0.85, `speed 1.5: ${pcmSeconds} s, speed 1: ${wavSeconds} s`);
+  });
+});
+
+/** Descriptors of this process open on the piece audio under DATA_DIR/work (PCM and MP3 readers). */
+async function pieceFilesOpen(): Promise<number> {
+  const work = `${t.app.config.dataDir}/work/`;
+  let open = 0;
+  for (const fd of await readdir('/proc/self/fd')) {
+    const target = await readlink(`/proc/self/fd/${fd}`).catch(() => '');
+    if (target.startsWith(work)) open++;
+  }
+  return open;
+}
+
+describe('a client leaving mid-audio', () => {
+  it('closes its reader of the piece audio; the task still finishes', async () => {
+    const before = await pieceFilesOpen();
+    const response = await fetch(`${t.baseUrl}/v1/audio/speech`, {
+      method: 'POST',
+      headers: { ...bearer(t.key), 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tts-1', voice: VOICE, input: TEXT.repeat(6), response_format: 'flac' }),
+    });
+    assert.equal(response.status, 200);
+    const id = String(response.headers.get('x-service-audio-id'));
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    assert.ok(((await reader.read()).value?.length ?? 0) > 0, 'audio flowed');
+    await reader.cancel(); // closes the connection
+    let status = '';
+    for (let n = 0; n < 600 && status !== 'generated' && status !== 'failed'; n++) {
+      const res = await t.app.http.inject({ url: `/api/tts/generate/${id}`, headers: bearer(t.key) });
+      status = res.json<{ data: { status: string } }>().data.status;
+      if (status !== 'generated') await sleep(100);
+    }
+    assert.equal(status, 'generated');
+    let open = await pieceFilesOpen();
+    for (let n = 0; n < 100 && open > before; n++) {
+      await sleep(50);
+      open = await pieceFilesOpen();
+    }
+    assert.equal(open, before, 'no reader of the piece audio is left open');
   });
 });
 
