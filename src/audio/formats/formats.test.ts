@@ -55,4 +55,15 @@ describe('audio formats from PCM', () => {
     const samples = new Int16Array(new Uint8Array(bytes).buffer);
     assert.ok(rmsDbfs(samples) > -20);
   });
+
+  it('sends no byte before the first audio: a synthesis failing first is still an error answer', async () => {
+    for (const [id, format] of AUDIO_FORMATS) {
+      if (format.source.kind !== 'pcm') continue;
+      async function* failing(): AsyncIterable<Int16Array> {
+        throw new Error('engine failed');
+      }
+      const bytes = encodePcm(failing(), format.sampleRate, format.source.encode)[Symbol.asyncIterator]();
+      await assert.rejects(bytes.next(), /engine failed/, id);
+    }
+  });
 });

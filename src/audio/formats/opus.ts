@@ -63,8 +63,17 @@ async function* encodeOggOpus(pcm: AsyncIterable<Int16Array>): AsyncIterable<Uin
     const scale = GRANULE_RATE / OPENAI_RATE;
     const preSkip = encoder.ctl(OPUS_GET_LOOKAHEAD) * scale;
     const ogg = new OggStreamWriter(randomInt(0, 2 ** 32));
-    yield ogg.page([opusHead(preSkip)], { bos: true, granule: 0n });
-    yield ogg.page([opusTags()], { granule: 0n });
+    // The header pages go out with the first audio page, so that a synthesis failing before any
+    // audio is still answered with an error instead of headers and a cut stream.
+    let headers: Uint8Array[] | undefined = [
+      ogg.page([opusHead(preSkip)], { bos: true, granule: 0n }),
+      ogg.page([opusTags()], { granule: 0n }),
+    ];
+    const withHeaders = (page: Uint8Array): Uint8Array => {
+      const out = headers === undefined ? page : Buffer.concat([...headers, page]);
+      headers = undefined;
+      return out;
+    };
 
     const frame = new Int16Array(FRAME_SAMPLES);
     let filled = 0;
@@ -92,7 +101,7 @@ async function* encodeOggOpus(pcm: AsyncIterable<Int16Array>): AsyncIterable<Uin
           frames++;
           filled = 0;
           const page = take();
-          if (page !== undefined) yield page;
+          if (page !== undefined) yield withHeaders(page);
         }
       }
     }
@@ -106,7 +115,7 @@ async function* encodeOggOpus(pcm: AsyncIterable<Int16Array>): AsyncIterable<Uin
       frames++;
     }
     // The final granule position trims the padding: a decoder plays exactly `samples` after the pre-skip.
-    yield ogg.page(packets, { eos: true, granule: BigInt(preSkip + samples * scale) });
+    yield withHeaders(ogg.page(packets, { eos: true, granule: BigInt(preSkip + samples * scale) }));
   } finally {
     encoder.drop();
   }

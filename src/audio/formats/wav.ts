@@ -32,8 +32,15 @@ export const wav: AudioFormat = {
   source: {
     kind: 'pcm',
     async *encode(pcm) {
-      yield wavHeader(OPENAI_RATE);
-      yield* rawPcm.source.kind === 'pcm' ? rawPcm.source.encode(pcm) : [];
+      if (rawPcm.source.kind !== 'pcm') return;
+      // The header goes out with the first audio, so that a synthesis failing before any audio
+      // is still answered with an error instead of a header and a cut stream.
+      let header: Uint8Array | undefined = wavHeader(OPENAI_RATE);
+      for await (const bytes of rawPcm.source.encode(pcm)) {
+        yield header === undefined ? bytes : Buffer.concat([header, bytes]);
+        header = undefined;
+      }
+      if (header !== undefined) yield header;
     },
   },
 };
