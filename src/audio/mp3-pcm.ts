@@ -7,7 +7,9 @@ import { floatToPcm } from './pcm.js';
 import { createResampler, type Resampler } from './resampler.js';
 
 /** The PCM of `mp3` as it is decoded (the first channel; the service's MP3 is mono or L = R). */
-export async function* mp3ToPcm(mp3: AsyncIterable<Uint8Array>): AsyncIterable<Int16Array> {
+export async function* mp3ToPcm(
+  mp3: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+): AsyncIterable<Int16Array> {
   const decoder = new MPEGDecoder({ enableGapless: true });
   let resampler: Resampler | undefined;
   try {
@@ -22,8 +24,10 @@ export async function* mp3ToPcm(mp3: AsyncIterable<Uint8Array>): AsyncIterable<I
       const pcm = resampler.process(floatToPcm(channel.subarray(0, out.samplesDecoded)));
       if (pcm.length > 0) yield pcm;
     }
-    const tail = resampler?.flush();
-    if (tail !== undefined && tail.length > 0) yield tail;
+    // Bytes that decode to nothing are not the MP3 of a piece: fail rather than answer silence.
+    if (resampler === undefined) throw new Error('the MP3 of the piece holds no decodable audio');
+    const tail = resampler.flush();
+    if (tail.length > 0) yield tail;
   } finally {
     resampler?.destroy();
     decoder.free();
