@@ -24,7 +24,7 @@ export const floors = [
   ['storage', 'audio'],
   ['voices', 'splitter'],
   ['tasks'],
-  ['stream', 'accounts'],
+  ['stream', 'accounts', 'openai'],
   ['admin', 'wyoming'],
   ['http'],
 ];

@@ -29,6 +29,12 @@ import { consoleRoutes } from './http/routes/console.routes.js';
 import { healthRoutes } from './http/routes/health.routes.js';
 import { createServiceMetrics, type MetricsSources, type ServiceMetrics } from './http/metrics.prom.js';
 import { simpleGenerateRoutes } from './http/routes/simple-generate.routes.js';
+import { registerOpenAiErrors } from './http/openai-errors.js';
+import { openAiListRoutes, openAiSpeechRoutes } from './http/routes/openai.routes.js';
+import { OpenAiCatalogue } from './openai/catalogue.js';
+import { OpenAiSpeech } from './openai/openai-speech.js';
+import { stockVoiceMap } from './openai/stock-voices.js';
+import { VoiceResolver } from './openai/voice-resolver.js';
 import { splitterRoutes } from './http/routes/splitter.routes.js';
 import { streamRoutes } from './http/routes/stream.routes.js';
 import { taskRoutes } from './http/routes/task.routes.js';
@@ -56,7 +62,6 @@ import { VoiceStore } from './voices/voice-store.js';
 import { MemoryRateLimitCounters } from './http/rate-limit-store.memory.js';
 import type { RateLimitStore } from './http/rate-limit.js';
 import { describeService } from './wyoming/info.js';
-import { mp3ToPcm } from './wyoming/mp3-pcm.js';
 import { WyomingServer } from './wyoming/server.js';
 import { WyomingSpeech } from './wyoming/speech.js';
 
@@ -180,7 +185,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     const adminToken = await registerRoutes(http, config, adapters, services, metrics.registry, engines);
     await http.ready();
     await runner.start();
-    const wyoming = wyomingServer(config, adapters, services, pieceAudio, http);
+    const wyoming = wyomingServer(config, adapters, services, http);
     opened.wyoming = wyoming;
     await wyoming?.listen();
     return { http, config, adminToken, routes, services, rescanModels: engines.rescanModels, wyoming, close };
@@ -490,6 +495,8 @@ async function registerRoutes(
   engines: Engines,
 ): Promise<string | undefined> {
   const { tasks, stream, voices, accounts } = services;
+  // Before any /v1 route: their errors are re-shaped as OpenAI's on the way out.
+  registerOpenAiErrors(http);
   await http.register(
     healthRoutes(metrics, { metricsToken: config.metricsToken, readiness: adapters.readiness }),
   );
@@ -505,6 +512,26 @@ async function registerRoutes(
   await http.register(streamRoutes(stream, perAddress));
   // Subtitles and timestamps: the task's `auth` token (a <track src> sends no header) or the owner's key.
   await http.register(timingRoutes(services.timings, perAddress));
+  // OpenAI-compatible lists: their key is optional (Open WebUI asks without one), so they stand
+  // outside the tenant API, limited per client address.
+  await http.register(async (scope) => {
+    await registerRateLimit(
+      scope,
+      {
+        name: 'openai-lists',
+        max: config.rateLimit.ipMax,
+        windowMs: config.rateLimit.windowMs,
+        keyGenerator: clientAddressKey,
+      },
+      adapters.rateLimitStore,
+    );
+    await scope.register(
+      openAiListRoutes(openAiCatalogue(config, services), {
+        accounts,
+        publicLists: config.openai.publicLists,
+      }),
+    );
+  });
 
   // Operator API: the admin token only, never a tenant key (and tenant routes never take the admin token).
   const adminToken = effectiveAdminToken(config);
@@ -574,6 +601,7 @@ function tenantRoutes(config: AppConfig, adapters: Adapters, services: Services,
         }),
       ),
     );
+    await scope.register(openAiSpeechRoutes(openAiSpeech(config, services)));
   };
 }
 
@@ -588,7 +616,6 @@ function wyomingServer(
   config: AppConfig,
   adapters: Adapters,
   services: Services,
-  pieceAudio: FsPieceAudioStore,
   http: FastifyInstance,
 ): WyomingServer | undefined {
   if (config.wyoming === null) return undefined;
@@ -604,10 +631,7 @@ function wyomingServer(
     tasks,
     voices,
     synthesis,
-    contentPcm: async (task, idx, signal) =>
-      adapters.cluster === undefined || task.workerUrl === adapters.cluster.nodeUrl
-        ? pieceAudio.openPiece(task.id, idx, signal)
-        : mp3ToPcm(await stream.contentBytes(task, idx, signal)),
+    contentPcm: (task, idx, signal) => stream.contentPcm(task, idx, signal),
   });
   return new WyomingServer({
     config: config.wyoming,
@@ -650,4 +674,36 @@ export function accountRequestCounter(
       .exec()) as [[unknown, unknown], [unknown, number], [unknown, number]];
     return over(current, ttl);
   };
+}
+
+// ---- OpenAI-compatible route ----------------------------------------------------------------------
+
+/** The catalogue the OpenAI-compatible lists and model names read. */
+function openAiCatalogue(config: AppConfig, services: Services): OpenAiCatalogue {
+  return new OpenAiCatalogue({
+    engines: services.synthesis,
+    voices: services.voices,
+    stockVoices: stockVoiceMap(config.openai.voices),
+  });
+}
+
+/** `POST /v1/audio/speech`: OpenAI's request as a one-shot synthesis in the format asked for. */
+function openAiSpeech(config: AppConfig, services: Services): OpenAiSpeech {
+  const { tasks, events, stream, voices, synthesis } = services;
+  return new OpenAiSpeech({
+    oneShot: new OneShotService({
+      tasks,
+      events,
+      contentAudio: (task, idx, signal) => stream.contentBytes(task, idx, signal),
+      startTimeoutMs: config.oneShotStartTimeoutMs,
+    }),
+    resolver: new VoiceResolver({
+      voices,
+      engines: synthesis,
+      stockVoices: stockVoiceMap(config.openai.voices),
+    }),
+    catalogue: openAiCatalogue(config, services),
+    contentPcm: (task, idx, signal) => stream.contentPcm(task, idx, signal),
+    inputMaxChars: config.openai.inputMaxChars,
+  });
 }

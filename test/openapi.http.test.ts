@@ -94,8 +94,16 @@ describe('OpenAPI reference', () => {
       if (op.security.length > 0) assert.ok(errorStatuses.includes(401), `${where} does not document 401`);
       for (const status of errorStatuses) {
         const schema = op.responses[String(status)]?.content?.['application/json']?.schema as
-          { properties?: { code?: { enum?: string[] }; status?: { const?: number } } } | undefined;
-        const codes = schema?.properties?.code?.enum;
+          | {
+              properties?: {
+                code?: { enum?: string[] };
+                status?: { const?: number };
+                // The OpenAI-compatible routes answer `{error: {message, type, param, code}}`.
+                error?: { properties?: { code?: { enum?: string[] } } };
+              };
+            }
+          | undefined;
+        const codes = schema?.properties?.code?.enum ?? schema?.properties?.error?.properties?.code?.enum;
         assert.ok(codes !== undefined && codes.length > 0, `${where} ${String(status)} names no error code`);
         for (const code of codes) {
           assert.equal(

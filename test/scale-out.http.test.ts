@@ -577,6 +577,28 @@ describe('two nodes behind nginx (round robin, no sticky sessions)', () => {
     }
   });
 
+  it('answers /v1 speech as WAV on either node', async () => {
+    const { key } = await newTenant();
+    const voiceId = await remoteVoice(key);
+    for (const node of [nodeA, nodeB, nodeA, nodeB]) {
+      const response = await fetch(`${node.url}/v1/audio/speech`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'tts-1', input: 'tone 500 2', voice: voiceId, response_format: 'wav' }),
+      });
+      if (response.status !== 200)
+        assert.fail(`${String(response.status)} ${await response.text()} on ${node.name}`);
+      assert.equal(response.headers.get('content-type'), 'audio/wav');
+      const wav = Buffer.from(await response.arrayBuffer());
+      assert.equal(await ffmpegErrors(wav), '');
+      const info = await probeAudio(wav);
+      assert.equal(info.codec, 'pcm_s16le');
+      assert.equal(info.sampleRate, 24_000);
+      const seconds = (wav.length - 44) / 2 / 24_000;
+      assert.ok(Math.abs(seconds - 2) < 0.1, `${String(seconds)} s on ${node.name}`);
+    }
+  });
+
   it("forwards an instruct piece's upstream MP3 unchanged on either node, relayed from its generator", async () => {
     const { key } = await newTenant();
     const voiceId = await remoteVoice(key);

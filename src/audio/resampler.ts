@@ -14,7 +14,7 @@ export interface Resampler {
   readonly inRate: number;
   /** Converts the next chunk; may return fewer samples than the ratio implies (the filter delay). Identity rate returns the chunk itself. */
   process(chunk: Int16Array): Int16Array;
-  /** Drains the filter tail so the total output is round(total input × 44100 / inRate); the resampler is then closed. */
+  /** Drains the filter tail so the total output is round(total input × outRate / inRate); the resampler is then closed. */
   flush(): Int16Array;
   /** Frees the wasm state without draining (abandoned streams); idempotent. */
   destroy(): void;
@@ -26,18 +26,23 @@ let speexModule: Promise<SpeexModule> | undefined;
 /** Input samples handed to wasm per call; bounds the scratch buffers. */
 const BLOCK_IN = 4096;
 
-/** Creates a resampler from `inRate` to 44.1 kHz (pass-through when `inRate` already is 44.1 kHz). */
-export async function createResampler(inRate: number): Promise<Resampler> {
-  if (!Number.isInteger(inRate) || inRate < 1000 || inRate > 384000) {
-    throw new RangeError(`unsupported input sample rate ${inRate}`);
+/**
+ * Creates a resampler from `inRate` to `outRate` (44.1 kHz unless given; pass-through when the
+ * rates are equal). Output formats other than the canonical one convert from 44.1 kHz.
+ */
+export async function createResampler(inRate: number, outRate: number = CANONICAL_RATE): Promise<Resampler> {
+  for (const rate of [inRate, outRate]) {
+    if (!Number.isInteger(rate) || rate < 1000 || rate > 384000) {
+      throw new RangeError(`unsupported sample rate ${rate}`);
+    }
   }
-  if (inRate === CANONICAL_RATE) return new IdentityResampler();
+  if (inRate === outRate) return new IdentityResampler(inRate);
   speexModule ??= loadSpeex();
-  return new SpeexResampler(await speexModule, inRate);
+  return new SpeexResampler(await speexModule, inRate, outRate);
 }
 
 class IdentityResampler implements Resampler {
-  readonly inRate = CANONICAL_RATE;
+  constructor(readonly inRate: number) {}
   process(chunk: Int16Array): Int16Array {
     return chunk;
   }
@@ -59,12 +64,13 @@ class SpeexResampler implements Resampler {
   constructor(
     private readonly m: SpeexModule,
     readonly inRate: number,
+    private readonly outRate: number,
   ) {
-    this.outCap = Math.ceil((BLOCK_IN * CANONICAL_RATE) / inRate) + 64;
+    this.outCap = Math.ceil((BLOCK_IN * outRate) / inRate) + 64;
     this.inPtr = m._malloc(BLOCK_IN * 2);
     this.outPtr = m._malloc(this.outCap * 2);
     this.lensPtr = m._malloc(8);
-    this.state = m._speex_resampler_init(1, inRate, CANONICAL_RATE, RESAMPLER_QUALITY, this.lensPtr);
+    this.state = m._speex_resampler_init(1, inRate, outRate, RESAMPLER_QUALITY, this.lensPtr);
     if (this.state === 0) {
       this.freeBuffers();
       throw new Error(`speex_resampler_init failed for ${inRate} Hz`);
@@ -79,7 +85,7 @@ class SpeexResampler implements Resampler {
   }
 
   flush(): Int16Array {
-    const need = Math.max(0, Math.round((this.inTotal * CANONICAL_RATE) / this.inRate) - this.outTotal);
+    const need = Math.max(0, Math.round((this.inTotal * this.outRate) / this.inRate) - this.outTotal);
     const tail = new Int16Array(need);
     let filled = 0;
     // Push zeros through until the delayed tail is out (one round of latency+1 zeros is normally enough);

@@ -132,6 +132,12 @@ const envSchema = z.object({
   UPLOAD_LIMIT_BYTES: intFrom(1024, 1 << 31).default(100 * 1024 * 1024),
   /** JSON object: name → {baseUrl, apiKey?, defaultModel?} of OpenAI-compatible speech endpoints. */
   REMOTE_ENGINES: z.string().optional(),
+  /** The OpenAI-compatible route (/v1): longest `input`, in characters (OpenAI's own limit by default). */
+  OPENAI_INPUT_MAX_CHARS: intFrom(1, 1_000_000).default(4096),
+  /** Whether /v1 model and voice lists answer without a key (public entries only); false = 401. */
+  OPENAI_PUBLIC_LISTS: z.enum(['true', 'false', '1', '0']).default('true'),
+  /** JSON object: OpenAI voice name (alloy, …) → voice spec such as espeak:en-us+f3, over the defaults. */
+  OPENAI_VOICES: z.string().optional(),
   /** Engine calls: connect, wait for response headers, whole piece. */
   ENGINE_CONNECT_TIMEOUT_MS: intFrom(100, 3_600_000).default(10_000),
   ENGINE_FIRST_BYTE_TIMEOUT_MS: intFrom(100, 3_600_000).default(30_000),
@@ -262,6 +268,8 @@ export interface AppConfig {
   };
   /** How long one-shot synthesis waits for its task to start before answering 503. */
   oneShotStartTimeoutMs: number;
+  /** The OpenAI-compatible route: input limit, public lists, OpenAI voice names mapped to voice specs. */
+  openai: { inputMaxChars: number; publicLists: boolean; voices: Record<string, string> };
   synthesisThreads: number | undefined;
   encoderThreads: number | undefined;
   /** `MP3_ENCODER`: which LAME build encodes (auto: native when the addon loads). */
@@ -330,6 +338,30 @@ function parseRemoteEngines(
   return parsed.data;
 }
 
+/** OPENAI_VOICES: a JSON object of voice name → voice spec (`<engine>:<voice>[+<choice>]`). */
+function parseOpenaiVoices(raw: string | undefined, problems: string[]): Record<string, string> {
+  if (raw === undefined || raw.trim() === '') return {};
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    problems.push('OPENAI_VOICES: not valid JSON');
+    return {};
+  }
+  const parsed = z
+    .record(
+      z.string().min(1).max(64),
+      z.string().regex(/^[A-Za-z0-9_-]{1,64}:[^+]+(\+.+)?$/, 'must be a voice spec such as espeak:en-us+f3'),
+    )
+    .safeParse(json);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues)
+      problems.push(`OPENAI_VOICES.${issue.path.join('.')}: ${issue.message}`);
+    return {};
+  }
+  return parsed.data;
+}
+
 /** Validates `env` (default: process.env) into an AppConfig, or throws ConfigError naming every bad variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): AppConfig {
   const problems: string[] = [];
@@ -343,6 +375,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const e = parsed.data;
   const remoteEngines = parseRemoteEngines(e.REMOTE_ENGINES, problems);
+  const openaiVoices = parseOpenaiVoices(e.OPENAI_VOICES, problems);
   const scaleOut = parseScaleOut(e, problems);
   if (e.HEADERS_TIMEOUT_MS > e.REQUEST_TIMEOUT_MS) {
     problems.push(
@@ -415,6 +448,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       taskBytes: e.ACCOUNT_MAX_TASK_BYTES,
     },
     oneShotStartTimeoutMs: e.ONE_SHOT_START_TIMEOUT_MS,
+    openai: {
+      inputMaxChars: e.OPENAI_INPUT_MAX_CHARS,
+      publicLists: e.OPENAI_PUBLIC_LISTS === 'true' || e.OPENAI_PUBLIC_LISTS === '1',
+      voices: openaiVoices,
+    },
     synthesisThreads: e.SYNTHESIS_THREADS,
     encoderThreads: e.ENCODER_THREADS,
     mp3Encoder: e.MP3_ENCODER,

@@ -6,6 +6,8 @@
  */
 import { Readable } from 'node:stream';
 import type { EncoderPool } from '../audio/encoder-pool.js';
+import { mp3ToPcm } from '../audio/mp3-pcm.js';
+import { pcmChunks } from '../audio/pcm-stream.js';
 import { secretsEqual } from '../common/secret-compare.js';
 import { AppError } from '../errors/app-error.js';
 import type { GrowingFileFolder } from '../storage/growing-file.js';
@@ -114,6 +116,15 @@ export interface StreamService {
   ): Promise<StreamResponse>;
   /** The MP3 bytes of a content piece's session from byte 0, live (one-shot synthesis); no auth check. */
   contentBytes(task: StreamTaskView, contentIndex: number, signal: AbortSignal): Promise<Readable>;
+  /**
+   * The canonical PCM (44.1 kHz mono) of a content piece from its first sample, live (one-shot
+   * synthesis in formats other than MP3); no auth check.
+   */
+  contentPcm(
+    task: StreamTaskView,
+    contentIndex: number,
+    signal: AbortSignal,
+  ): Promise<AsyncIterable<Int16Array>>;
   /** Pipelines started since the service was created (one per session build). */
   pipelineRuns(): number;
   /** Sessions relayed from other nodes since the service was created (scale-out). */
@@ -387,6 +398,21 @@ class DefaultStreamService implements StreamService {
       release();
       throw err;
     }
+  }
+
+  /**
+   * A content piece's PCM from its first sample to its end, live. Where this node generates the
+   * task, the piece's own PCM as generation writes it; elsewhere only its MP3 travels between
+   * nodes, so the relayed MP3 is decoded back to PCM.
+   */
+  async contentPcm(
+    task: StreamTaskView,
+    contentIndex: number,
+    signal: AbortSignal,
+  ): Promise<AsyncIterable<Int16Array>> {
+    if (this.generatedHere(task))
+      return pcmChunks(await this.deps.pieces.openPiece(task.id, contentIndex, signal));
+    return mp3ToPcm(await this.contentBytes(task, contentIndex, signal));
   }
 
   /** Whether another node of the cluster sent `request` (its relay proof holds). */

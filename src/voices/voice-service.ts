@@ -230,6 +230,11 @@ export class VoiceService {
     return { bindings, languages, voices };
   }
 
+  /** The account's voices called exactly `name`, oldest first (names need not be unique). */
+  async named(accountId: string, name: string): Promise<Voice[]> {
+    return (await this.store.named(accountId, name)).map(toVoice);
+  }
+
   async list(
     accountId: string,
     query: { limit?: unknown; offset?: unknown },

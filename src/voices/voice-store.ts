@@ -104,6 +104,18 @@ export class VoiceStore {
     );
   }
 
+  /** The account's voices called exactly `name`, oldest first. */
+  async named(accountId: string, name: string): Promise<VoiceRow[]> {
+    return this.db
+      .selectFrom('voices')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('name', '=', name)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+  }
+
   async delete(accountId: string, id: string): Promise<boolean> {
     const result = await this.db
       .deleteFrom('voices')

@@ -11,7 +11,7 @@
  * spoken by the account's voice named by that spec, created once on first use (as the CLI's
  * `synth --voice` does); the account's voice limit applies to it.
  */
-import type { Readable } from 'node:stream';
+import { pcmToBuffer } from '../audio/pcm.js';
 import type { EngineRegistry } from '../audio/engines/engine-registry.js';
 import { bindingFromSpec, parseVoiceSpec } from '../audio/engines/voice-spec.js';
 import { AppError, errors, isAppError } from '../errors/app-error.js';
@@ -34,10 +34,10 @@ export interface SpeechDeps {
   voices: VoiceService;
   synthesis: EngineRegistry;
   /**
-   * The canonical PCM (44.1 kHz mono s16le) of piece `idx` of a claimed task from its first
-   * sample, following it while it is synthesised; fails with TTS_GENERATE_FAILED if generation does.
+   * The canonical PCM (44.1 kHz mono) of piece `idx` of a claimed task from its first sample,
+   * following it while it is synthesised; fails with TTS_GENERATE_FAILED if generation does.
    */
-  contentPcm(task: StreamTaskView, idx: number, signal: AbortSignal): Promise<Readable>;
+  contentPcm(task: StreamTaskView, idx: number, signal: AbortSignal): Promise<AsyncIterable<Int16Array>>;
 }
 
 /** Audio being spoken: whole samples, from the first on; ends when the task's piece is complete. */
@@ -73,38 +73,29 @@ export class WyomingSpeech {
       done = true;
       void this.deps.tasks.cancel(accountId, task, CLIENT_LEFT).catch(() => undefined);
     };
-    let bytes: Readable | undefined;
-    let first: IteratorResult<unknown>;
-    let iterator: AsyncIterator<unknown>;
+    let iterator: AsyncIterator<Int16Array> | undefined;
+    let first: IteratorResult<Int16Array>;
     try {
       const claimed = await this.deps.oneShot.started(accountId, task, signal);
       if (claimed.status === 'failed') {
         const failed = await this.deps.tasks.get(accountId, task);
         throw new AppError('TTS_GENERATE_FAILED', `generation failed: ${failed.error ?? 'unknown error'}`);
       }
-      bytes = await this.deps.contentPcm(claimed, 0, signal);
-      iterator = (bytes as AsyncIterable<unknown>)[Symbol.asyncIterator]();
+      iterator = (await this.deps.contentPcm(claimed, 0, signal))[Symbol.asyncIterator]();
       first = await iterator.next();
     } catch (err) {
-      bytes?.destroy();
+      await iterator?.return?.();
       if (signal.aborted) cancel();
       throw err;
     }
-    const source = bytes;
+    const source = iterator;
     async function* samples(): AsyncIterable<Buffer> {
-      let odd: Buffer | undefined;
       try {
-        for (let next = first; next.done !== true; next = await iterator.next()) {
-          let chunk = next.value as Buffer;
-          if (odd !== undefined) chunk = Buffer.concat([odd, chunk]);
-          // Whole 16-bit samples only: a chunk boundary may fall inside one.
-          const whole = chunk.length - (chunk.length % 2);
-          odd = whole < chunk.length ? chunk.subarray(whole) : undefined;
-          if (whole > 0) yield chunk.subarray(0, whole);
-        }
+        for (let next = first; next.done !== true; next = await source.next())
+          if (next.value.length > 0) yield pcmToBuffer(next.value);
         done = true;
       } finally {
-        source.destroy();
+        await source.return?.();
         if (!done) cancel();
       }
     }

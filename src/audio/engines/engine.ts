@@ -26,6 +26,8 @@ export interface SynthesisRequest {
    */
   languages?: readonly LanguageRun[];
   instructMode?: boolean;
+  /** How to speak, in words (OpenAI's `instructions`): remote OpenAI-compatible engines pass them on; others ignore them. */
+  instructions?: string;
   /** A client is waiting on this piece (a one-shot, a short task): engines that queue work serve it first. */
   interactive?: boolean;
   /** Whose work this is (an account id): engines that queue work share their threads fairly between owners. */

@@ -119,6 +119,8 @@ async function* remoteSpeech(
     response_format: 'mp3',
     // OpenAI's speed is a tempo factor; ours is a duration factor.
     speed: 1 / req.speechRate,
+    // Only when asked: endpoints whose models take no instructions may refuse the field.
+    ...(req.instructions !== undefined && { instructions: req.instructions }),
     ...extraBody,
   });
   yield* decodeMp3(upstreamMp3(call, url, headers, body, timeouts, signal, secrets), call);

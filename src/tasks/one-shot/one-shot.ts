@@ -11,7 +11,7 @@
  * NO_WORKER_AVAILABLE with Retry-After, instead of waiting without bound.
  * No HTTP here: the routes live in src/http/routes/simple-generate.routes.ts.
  */
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { AppError, errors, isAppError } from '../../errors/app-error.js';
 import { BOOLEAN_FIELDS, lenientItem, NUMBER_FIELDS } from '../requests/generation-params.js';
 import type { StreamTaskView } from '../stream-view.js';
@@ -58,6 +58,12 @@ export interface OneShotAudio {
   /** MP3 bytes; closing it early (return()) stops encoding. Fails mid-way if generation fails. */
   body: AsyncIterable<Uint8Array>;
 }
+
+/**
+ * Where the direct form's bytes come from once a worker holds the task: by default the piece's
+ * MP3 (`contentAudio`); another format opens its own bytes (e.g. encoded from the piece's PCM).
+ */
+export type OneShotBytes = (task: StreamTaskView, signal: AbortSignal) => Promise<AsyncIterable<Uint8Array>>;
 
 export interface OneShotDeps {
   tasks: TaskService;
@@ -169,23 +175,29 @@ export class OneShotService {
   }
 
   /**
-   * Direct form: the MP3 of the piece, encoded as its PCM is produced. Resolves once the first MP3
-   * bytes exist, so that any failure before them is still an ordinary (JSON) error.
+   * Direct form: the MP3 of the piece (or what `open` makes of the piece), encoded as its PCM is
+   * produced. Resolves once the first bytes exist, so that any failure before them is still an
+   * ordinary (JSON) error.
    */
-  async audio(accountId: string, task: TaskDetailView, signal: AbortSignal): Promise<OneShotAudio> {
+  async audio(
+    accountId: string,
+    task: TaskDetailView,
+    signal: AbortSignal,
+    open: OneShotBytes = (claimed, s) => this.deps.contentAudio(claimed, 0, s),
+  ): Promise<OneShotAudio> {
     let claimed: StreamTaskView;
-    let bytes: Readable | undefined;
+    let bytes: AsyncIterable<Uint8Array> | undefined;
     let mp3: AsyncIterator<Uint8Array> | undefined;
     let first: IteratorResult<Uint8Array>;
     try {
       // Once a worker holds the task, its piece's MP3 is made where the piece is synthesised.
       claimed = await this.started(accountId, task.id, signal);
       if (claimed.status === 'failed') throw this.failure(await this.deps.tasks.get(accountId, task.id));
-      bytes = await this.deps.contentAudio(claimed, 0, signal);
-      mp3 = (bytes as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+      bytes = await open(claimed, signal);
+      mp3 = bytes[Symbol.asyncIterator]();
       first = await mp3.next();
     } catch (err) {
-      bytes?.destroy();
+      if (bytes instanceof Readable) bytes.destroy();
       await mp3?.return?.();
       throw await this.explain(accountId, task.id, err, signal);
     }

@@ -44,6 +44,11 @@ export const contentItemSchema = z.object({
   srt: f.srt.optional(),
   infinite_mode: f.infinite_mode.optional(),
   instruct_mode: f.instruct_mode.optional(),
+  /** How to speak, in words (OpenAI's `instructions`): passed to engines that take them. */
+  instructions: storableString()
+    .max(4096)
+    .optional()
+    .describe('How to speak, in words: passed to remote OpenAI-compatible engines, ignored by the others'),
 });
 
 export type ContentItem = z.output<typeof contentItemSchema>;

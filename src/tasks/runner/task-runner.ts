@@ -490,6 +490,7 @@ export class TaskRunner {
         ...(params.language !== undefined && { language: params.language }),
         ...(params.languages !== undefined && { languages: params.languages }),
         ...(params.instruct_mode !== undefined && { instructMode: params.instruct_mode }),
+        ...(params.instructions !== undefined && { instructions: params.instructions }),
         // Short-lane work (one-shots, small tasks) has a client waiting: its sentences go first.
         ...(this.isShort(task.characters) && { interactive: true }),
         // Accounts share the synthesis threads fairly, however many tasks each runs at once, and
