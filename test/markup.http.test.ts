@@ -1,13 +1,17 @@
 // Inline markup through HTTP on the real app, measured on the decoded MP3 a client gets: pause tags
 // lengthen tasks (every content), one-shots and splitter-mode utterances by their length, literal
-// symbols are spoken instead of lost, unknown tags are spoken, never refused.
+// symbols are spoken instead of lost, unknown tags are spoken, never refused; a remote endpoint
+// gets the text without our tags.
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { decodeToPcm } from './helpers/audio-check.js';
 import {
   bearer,
   createTask,
   createVoice,
+  speechMp3,
   startTestApp,
   waitForTask,
   type TestApp,
@@ -20,14 +24,40 @@ const TOLERANCE = 0.05;
 let t: TestApp;
 let flite = '';
 let espeak = '';
+let remote = '';
 
-before(async () => {
-  t = await startTestApp({ listen: true });
-  flite = await createVoice(t.app, t.key, { name: 'Flite', engine: { engine: 'flite', voice: 'kal16' } });
-  espeak = await createVoice(t.app, t.key, { name: 'Espeak', engine: { engine: 'espeak', voice: 'en-us' } });
+// A local OpenAI-compatible endpoint: records each `input` it is sent and answers real MP3.
+const heard: string[] = [];
+let upstreamMp3: Buffer = Buffer.alloc(0);
+const upstream = createServer((req, res) => {
+  const body: Buffer[] = [];
+  req.on('data', (b: Buffer) => body.push(b));
+  req.on('end', () => {
+    heard.push((JSON.parse(Buffer.concat(body).toString()) as { input: string }).input);
+    res.writeHead(200, { 'content-type': 'audio/mpeg' }).end(upstreamMp3);
+  });
 });
 
-after(() => t.close());
+before(async () => {
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  const { port } = upstream.address() as AddressInfo;
+  t = await startTestApp({
+    listen: true,
+    env: { REMOTE_ENGINES: JSON.stringify({ local: { baseUrl: `http://127.0.0.1:${port}` } }) },
+  });
+  flite = await createVoice(t.app, t.key, { name: 'Flite', engine: { engine: 'flite', voice: 'kal16' } });
+  espeak = await createVoice(t.app, t.key, { name: 'Espeak', engine: { engine: 'espeak', voice: 'en-us' } });
+  remote = await createVoice(t.app, t.key, {
+    name: 'Remote',
+    engine: { engine: 'remote', endpoint: 'local', voice: 'alloy' },
+  });
+  upstreamMp3 = await speechMp3(t.app, 'A sentence the remote engine says.');
+});
+
+after(async () => {
+  await t.close();
+  await new Promise((resolve) => upstream.close(resolve));
+});
 
 async function seconds(url: string): Promise<number> {
   const res = await fetch(url);
@@ -139,6 +169,20 @@ describe('inline markup', () => {
     );
     near((each[0] ?? 0) - (without.each[0] ?? 0), 1, 'utterance with the pause');
     near((each[1] ?? 0) - (without.each[1] ?? 0), 0, 'utterance after it');
+  });
+
+  it('a remote engine gets the text without our tags, symbols as written, and the pause between its calls', async () => {
+    heard.length = 0;
+    const once = await taskSeconds([{ text: 'Is 5 < 6? I <3 you & him.', voiceId: remote }]);
+    assert.deepEqual(heard, ['Is 5 < 6? I <3 you & him.']);
+    heard.length = 0;
+    const paused = await taskSeconds([{ text: 'Is 5 < 6? [pause:2s] I <3 you & him.', voiceId: remote }]);
+    assert.deepEqual(
+      heard.map((h) => h.trim()),
+      ['Is 5 < 6?', 'I <3 you & him.'],
+    );
+    // Two calls of the same MP3 and the silence between them.
+    near(paused.whole - 2 * once.whole, 2, 'remote with a pause');
   });
 
   it('unknown tags are spoken, not refused', async () => {
