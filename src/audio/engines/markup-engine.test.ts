@@ -112,6 +112,35 @@ void describe('withMarkup', () => {
     );
   });
 
+  void it('gives each part the language runs of its own text, symbols in the language at them', async () => {
+    const engine = recordingEngine();
+    const text = 'Cats & dogs. Katzen & Hunde. [pause:1s] Mehr & mehr. More & more.';
+    const languages = [
+      { at: 0, language: 'en' },
+      { at: text.indexOf('Katzen'), language: 'de' },
+      { at: text.indexOf('More'), language: 'en' },
+    ];
+    await collect(
+      audioWithMarks(
+        withMarkup(engine, { spellSymbols: true }),
+        { text, voice, speechRate: 1, languages },
+        signal,
+      ),
+    );
+    const [one, two] = engine.heard;
+    assert.match(one?.text ?? '', /^Cats\s+and\s+dogs\. Katzen\s+und\s+Hunde\. $/);
+    assert.match(two?.text ?? '', /^ Mehr\s+und\s+mehr\. More\s+and\s+more\.$/);
+    const at = (r: SynthesisRequest | undefined, word: string) => r?.text.indexOf(word);
+    assert.deepEqual(one?.languages, [
+      { at: 0, language: 'en' },
+      { at: at(one, 'Katzen'), language: 'de' },
+    ]);
+    assert.deepEqual(two?.languages, [
+      { at: 0, language: 'de' },
+      { at: at(two, 'More'), language: 'en' },
+    ]);
+  });
+
   void it('points a spelled symbol’s marks at the symbol', async () => {
     const engine = recordingEngine();
     const text = '& so on';

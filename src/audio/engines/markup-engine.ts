@@ -56,8 +56,8 @@ function partsOf(req: SynthesisRequest, options: MarkupOptions): Part[] | undefi
     if (text !== req.text) changed = true;
     const languages =
       map === undefined
-        ? shiftedRuns(req.languages, segment.start, (at) => at - segment.start)
-        : shiftedRuns(req.languages, segment.start, (at) => spokenOffset(map, at));
+        ? shiftedRuns(req.languages, segment, (at) => at - segment.start)
+        : shiftedRuns(req.languages, segment, (at) => spokenOffset(map, at));
     parts.push({
       kind: 'text',
       request: { ...req, text, ...(languages !== undefined && { languages }) },
@@ -74,17 +74,21 @@ function spokenOffset(map: SpeakableText, at: number): number {
   return k === -1 ? map.text.length : k;
 }
 
-/** `runs` (offsets into the piece) as runs of a part starting at `start` (offsets into the part's text). */
+/**
+ * `runs` (offsets into the piece) as the runs of the part written at `part.start`–`part.end`
+ * (offsets into the part's text): the run in force at its start, then those starting inside it.
+ */
 function shiftedRuns(
   runs: readonly LanguageRun[] | undefined,
-  start: number,
+  part: { start: number; end: number },
   toPart: (at: number) => number,
 ): LanguageRun[] | undefined {
   if (runs === undefined) return undefined;
   const out: LanguageRun[] = [];
   for (const run of runs) {
-    const at = run.at <= start ? 0 : toPart(run.at);
-    if (out.length > 0 && at === 0) out.pop(); // a run that ends before the part: the later one holds
+    if (run.at >= part.end) break;
+    const at = run.at <= part.start ? 0 : toPart(run.at);
+    if (at === 0) out.length = 0; // a later run in force at the part's start replaces an earlier one
     out.push({ at, language: run.language });
   }
   return out;
