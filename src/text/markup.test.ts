@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MAX_PAUSE_MS, parseMarkup, pauseTagAt, speakableText, symbolWords } from './markup.js';
+import {
+  MAX_PAUSE_MS,
+  MAX_TOTAL_PAUSE_MS,
+  parseMarkup,
+  pauseTagAt,
+  speakableText,
+  symbolWords,
+} from './markup.js';
 
 /** Segments as `text` strings and `pause:<ms>` entries. */
 const shape = (text: string) => parseMarkup(text).map((s) => (s.kind === 'pause' ? `pause:${s.ms}` : s.text));
@@ -36,6 +43,16 @@ void describe('parseMarkup', () => {
   for (const [text, expected] of table) {
     void it(`reads ${JSON.stringify(text)}`, () => assert.deepEqual(shape(text), expected));
   }
+
+  void it('stops the pauses of one text at MAX_TOTAL_PAUSE_MS together', () => {
+    const pauses = parseMarkup('[pause:10s]'.repeat(1000)).map((s) => (s.kind === 'pause' ? s.ms : -1));
+    assert.equal(pauses.length, 1000);
+    assert.equal(
+      pauses.reduce((a, b) => a + b, 0),
+      MAX_TOTAL_PAUSE_MS,
+    );
+    assert.equal(pauses.at(-1), 0);
+  });
 
   void it('places every segment at its written offsets', () => {
     const text = 'One [pause:1s] two <break time="2s"/> three';

@@ -6,8 +6,9 @@
  * - `[pause:<number>s]`, `[pause:<number>ms]` — exactly so (lowercase, no spaces, a plain decimal);
  * - SSML `<break time="<number>s|ms"/>`, `<break strength="none|x-weak|weak|medium|strong|x-strong"/>`,
  *   `<break/>` (a medium break), the slash optional, attributes in either quote.
- * A pause longer than MAX_PAUSE_MS is shortened to it (a typo such as `[pause:300s]` must not make
- * minutes of silence; an error would fail a whole dialogue for one tag).
+ * A pause longer than MAX_PAUSE_MS is shortened to it, and the pauses of one text together stop at
+ * MAX_TOTAL_PAUSE_MS (a typo such as `[pause:300s]` must not make minutes of silence; an error
+ * would fail a whole dialogue for one tag).
  *
  * Everything else is text, spoken as written: unknown tags are never refused (clients send `<A>`
  * style speaker markers). `speakableText` then rewrites what engines would drop or misread, with a
@@ -19,6 +20,14 @@
 
 /** Longest pause one tag makes; longer ones are shortened to it. */
 export const MAX_PAUSE_MS = 10_000;
+
+/**
+ * Most silence the pause tags of one text make together; tags past it make what is left (then
+ * none). A text of nothing but tags would otherwise turn 10,000 characters into hours of audio
+ * (speech of that many characters lasts about 12 minutes); 5 minutes still allows a pause after
+ * every sentence of a long text.
+ */
+export const MAX_TOTAL_PAUSE_MS = 300_000;
 
 /** What SSML's break strengths last, in milliseconds (SSML leaves them to the processor). */
 export const BREAK_STRENGTH_MS: Readonly<Record<string, number>> = {
@@ -97,6 +106,7 @@ function bounded(ms: number): number {
 export function parseMarkup(text: string): MarkupSegment[] {
   const out: MarkupSegment[] = [];
   let from = 0;
+  let budget = MAX_TOTAL_PAUSE_MS;
   const flush = (end: number) => {
     if (end > from && text.slice(from, end).trim() !== '')
       out.push({ kind: 'text', text: text.slice(from, end), start: from, end });
@@ -107,7 +117,9 @@ export function parseMarkup(text: string): MarkupSegment[] {
     const tag = pauseTagAt(text, i);
     if (tag === null) continue;
     flush(i);
-    out.push({ kind: 'pause', ms: tag.ms, start: i, end: tag.end });
+    const ms = Math.min(tag.ms, budget);
+    budget -= ms;
+    out.push({ kind: 'pause', ms, start: i, end: tag.end });
     from = tag.end;
     i = tag.end - 1;
   }
