@@ -142,13 +142,22 @@ interface SymbolWords {
   heart: string;
 }
 
+const ENGLISH = w(
+  'less than',
+  'greater than',
+  'less than or equal to',
+  'greater than or equal to',
+  'and',
+  'heart',
+);
+
 /**
  * Symbol words by primary language subtag. A language missing here gets the English words: they
  * are at least spoken, where the symbol itself would be lost (espeak-ng drops `<` and `>` in
  * every language).
  */
 const SYMBOL_WORDS: Readonly<Record<string, SymbolWords>> = {
-  en: w('less than', 'greater than', 'less than or equal to', 'greater than or equal to', 'and', 'heart'),
+  en: ENGLISH,
   de: w('kleiner als', 'größer als', 'kleiner oder gleich', 'größer oder gleich', 'und', 'Herz'),
   fr: w('inférieur à', 'supérieur à', 'inférieur ou égal à', 'supérieur ou égal à', 'et', 'cœur'),
   es: w('menor que', 'mayor que', 'menor o igual que', 'mayor o igual que', 'y', 'corazón'),
@@ -175,10 +184,19 @@ function w(
 
 /** The symbol words of a language tag (`en-US`, `cmn`, `gmw/en-US`), English when it has none. */
 export function symbolWords(language: string | undefined): SymbolWords {
-  const tag = (language ?? '').split('/').pop() ?? '';
-  const primary = tag.toLowerCase().split(/[-_]/)[0] ?? '';
-  return SYMBOL_WORDS[primary === 'cmn' ? 'zh' : primary] ?? (SYMBOL_WORDS.en as SymbolWords);
+  const key = language ?? '';
+  let words = wordsByLanguage.get(key);
+  if (words === undefined) {
+    const tag = key.split('/').pop() ?? '';
+    const primary = tag.toLowerCase().split(/[-_]/)[0] ?? '';
+    words = SYMBOL_WORDS[primary === 'cmn' ? 'zh' : primary] ?? ENGLISH;
+    if (wordsByLanguage.size < 1000) wordsByLanguage.set(key, words);
+  }
+  return words;
 }
+
+/** symbolWords by the tag asked for: a text asks once per symbol. */
+const wordsByLanguage = new Map<string, SymbolWords>();
 
 /**
  * Text for an engine, and where each of its characters came from in the written text:
@@ -186,8 +204,8 @@ export function symbolWords(language: string | undefined): SymbolWords {
  */
 export interface SpeakableText {
   text: string;
-  from: number[];
-  to: number[];
+  from: Int32Array;
+  to: Int32Array;
 }
 
 const ENTITY = /&(lt|gt|amp|quot|apos);/y;
@@ -195,6 +213,8 @@ const ENTITY_CHAR: Readonly<Record<string, string>> = { lt: '<', gt: '>', amp: '
 /** A tag-like span: `<name>`, `</name>`, `<name/>`, `<name attr="value">` (attributes need `=`). */
 const TAG_LIKE =
   /<\/?([\p{L}_][\p{L}\p{N}_.:-]*)((?:\s+[\p{L}_:][\p{L}\p{N}_.:-]*\s*=\s*(?:"[^"<>]*"|'[^'<>]*'))*)\s*\/?>/uy;
+/** What may follow the `<` of a tag-like span: a name's first character or the slash of a closing tag. */
+const TAG_START = /^[\p{L}_/]$/u;
 const TAG_VALUES = /=\s*(?:"([^"]*)"|'([^']*)')/g;
 
 /**
@@ -212,15 +232,19 @@ export function speakableText(
   languageAt: (at: number) => string | undefined,
   offset = 0,
 ): SpeakableText {
+  if (!/[<>&]/.test(written)) {
+    // Nothing to rewrite (the common case): every character stands for itself.
+    const from = Int32Array.from({ length: written.length }, (_, k) => offset + k);
+    return { text: written, from, to: from.map((f) => f + 1) };
+  }
+  // What is emitted, piece by piece with its written range; the per-character map is filled at the end.
   const out: string[] = [];
-  const from: number[] = [];
-  const to: number[] = [];
+  const starts: number[] = [];
+  const ends: number[] = [];
   const emit = (s: string, start: number, end: number) => {
-    for (let k = 0; k < s.length; k++) {
-      out.push(s[k] as string);
-      from.push(offset + start);
-      to.push(offset + end);
-    }
+    out.push(s);
+    starts.push(offset + start);
+    ends.push(offset + end);
   };
   const words = (at: number) => symbolWords(languageAt(offset + at));
   // Entities first: the characters they stand for are then read like typed ones.
@@ -246,7 +270,7 @@ export function speakableText(
     const start = startOf(k);
     if (c === '<') {
       TAG_LIKE.lastIndex = k;
-      const tag = TAG_LIKE.exec(plain);
+      const tag = TAG_START.test(plain[k + 1] ?? '') ? TAG_LIKE.exec(plain) : null;
       if (tag !== null) {
         const values = [...(tag[2] ?? '').matchAll(TAG_VALUES)].map((v) => v[1] ?? v[2] ?? '');
         emit(` ${[tag[1] ?? '', ...values].join(' ').trim()} `, start, endOf(k + tag[0].length));
@@ -285,7 +309,16 @@ export function speakableText(
     emit(c, start, endOf(k + 1));
     k++;
   }
-  return { text: out.join(''), from, to };
+  const text = out.join('');
+  const from = new Int32Array(text.length);
+  const to = new Int32Array(text.length);
+  let at = 0;
+  out.forEach((piece, i) => {
+    from.fill(starts[i] as number, at, at + piece.length);
+    to.fill(ends[i] as number, at, at + piece.length);
+    at += piece.length;
+  });
+  return { text, from, to };
 }
 
 /** `<3` at `k` is a heart: not after a number ("5 <3" compares), not before a digit or `.digit`. */
@@ -293,6 +326,7 @@ function isHeart(plain: string, k: number): boolean {
   if (plain[k + 1] !== '3') return false;
   const after = plain.slice(k + 2, k + 4);
   if (/^\d|^[.,]\d/.test(after)) return false;
-  const before = plain.slice(0, k).trimEnd();
-  return !/\d$/.test(before);
+  let before = k - 1;
+  while (before >= 0 && /\s/.test(plain[before] as string)) before--;
+  return before < 0 || !/\d/.test(plain[before] as string);
 }
