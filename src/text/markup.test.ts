@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import {
   MAX_PAUSE_MS,
   MAX_TOTAL_PAUSE_MS,
@@ -77,7 +78,7 @@ void describe('speakableText', () => {
     ['Hello <A> world', 'Hello A world'],
     ['<Narrator> Once upon a time', 'Narrator Once upon a time'],
     ['Some <b>bold</b> text', 'Some b bold b text'],
-    ['<voice name="Ann">hi</voice>', 'voice Ann hi voice'],
+    ['<voice name="Ann">hi</voice>', 'voice name Ann hi voice'],
     ['x<y and y>z', 'x less than y and y greater than z'],
     ['AT&T', 'AT and T'],
     ['5 &lt; 6 &amp; 7 &gt; 2', '5 less than 6 and 7 greater than 2'],
@@ -109,5 +110,69 @@ void describe('speakableText', () => {
     assert.deepEqual([from[a], to[a]], [111, 114]);
     const you = spoken.indexOf('you');
     assert.deepEqual([from[you], to[you + 2]], [105, 108]);
+  });
+});
+
+void describe('markup on any text', () => {
+  const pieces = fc.constantFrom(
+    '[pause:1s]',
+    '[pause:',
+    '<break time="2s"/>',
+    '<break',
+    '<A>',
+    '</b>',
+    '<3',
+    '<',
+    '>',
+    '=',
+    '&',
+    '&lt;',
+    '"',
+    ' ',
+    '.',
+    'word',
+    '5',
+    'é',
+    '\u{1F600}',
+  );
+  const texts = fc.array(pieces, { maxLength: 40 }).map((p) => p.join(''));
+
+  void it('parses every text into ordered segments that cover it, tags and text', () => {
+    fc.assert(
+      fc.property(texts, (text) => {
+        let at = 0;
+        for (const s of parseMarkup(text)) {
+          assert.ok(s.start >= at && s.end > s.start, 'ordered, not empty');
+          assert.equal(text.slice(at, s.start).trim(), '', 'only blanks left out');
+          if (s.kind === 'text') assert.equal(s.text, text.slice(s.start, s.end));
+          else assert.ok(s.ms >= 0 && s.ms <= MAX_PAUSE_MS);
+          at = s.end;
+        }
+        assert.equal(text.slice(at).trim(), '');
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  void it('speaks every text without <, > or &, keeping its other characters, mapped inside it', () => {
+    fc.assert(
+      fc.property(texts, (text) => {
+        const { text: spoken, from, to } = speakableText(text, () => 'en');
+        assert.doesNotMatch(spoken, /[<>&]/);
+        assert.equal(from.length, spoken.length);
+        for (let k = 0; k < spoken.length; k++) {
+          assert.ok(0 <= (from[k] ?? -1) && (from[k] ?? 0) < (to[k] ?? 0) && (to[k] ?? 0) <= text.length);
+        }
+        // Every run of letters written (entities aside) is spoken, in the same order.
+        const letters = text.replace(/&(lt|gt|amp|quot|apos);/g, ' ').match(/\p{L}+/gu) ?? [];
+        let after = 0;
+        for (const run of letters) {
+          const found = spoken.indexOf(run, after);
+          assert.ok(found !== -1, `${run} spoken`);
+          after = found + run.length;
+        }
+      }),
+      { numRuns: 500 },
+    );
   });
 });

@@ -215,14 +215,14 @@ const TAG_LIKE =
   /<\/?([\p{L}_][\p{L}\p{N}_.:-]*)((?:\s+[\p{L}_:][\p{L}\p{N}_.:-]*\s*=\s*(?:"[^"<>]*"|'[^'<>]*'))*)\s*\/?>/uy;
 /** What may follow the `<` of a tag-like span: a name's first character or the slash of a closing tag. */
 const TAG_START = /^[\p{L}_/]$/u;
-const TAG_VALUES = /=\s*(?:"([^"]*)"|'([^']*)')/g;
+const TAG_PUNCTUATION = /[="']/g;
 
 /**
  * `written` (text without pause tags) as an engine should get it. `languageAt` gives the language
  * of a written offset (plus `offset`, where `written` starts in the piece), for the symbol words:
  * - `&lt;`, `&gt;`, `&amp;`, `&quot;`, `&apos;` are read as their characters first;
- * - a tag-like span (`<A>`, `</b>`, `<voice name="Ann">`) is spoken as the words in it (its name
- *   and attribute values), the brackets silent like parentheses;
+ * - a tag-like span (`<A>`, `</b>`, `<voice name="Ann">`) is spoken as the words in it (its name,
+ *   attribute names and values), the brackets, slash, quotes and `=` silent like parentheses;
  * - `<3` standing alone (not after a number, not before a digit) is "heart";
  * - `<=`, `>=`, `<`, `>` are comparisons ("less than", …), `&` is "and".
  * Nothing written is dropped.
@@ -272,8 +272,9 @@ export function speakableText(
       TAG_LIKE.lastIndex = k;
       const tag = TAG_START.test(plain[k + 1] ?? '') ? TAG_LIKE.exec(plain) : null;
       if (tag !== null) {
-        const values = [...(tag[2] ?? '').matchAll(TAG_VALUES)].map((v) => v[1] ?? v[2] ?? '');
-        emit(` ${[tag[1] ?? '', ...values].join(' ').trim()} `, start, endOf(k + tag[0].length));
+        // Its name, attribute names and values, the tag's own punctuation silent.
+        const said = `${tag[1] ?? ''} ${(tag[2] ?? '').replace(TAG_PUNCTUATION, ' ')}`;
+        emit(` ${said.replace(/\s+/g, ' ').trim()} `, start, endOf(k + tag[0].length));
         k += tag[0].length;
         continue;
       }
