@@ -25,7 +25,7 @@ export const floors = [
   ['voices', 'splitter'],
   ['tasks'],
   ['stream', 'accounts'],
-  ['admin'],
+  ['admin', 'wyoming'],
   ['http'],
 ];
 

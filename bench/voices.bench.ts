@@ -5,8 +5,11 @@
  * SHOW_TRANSCRIPTS=1 prints what the recogniser heard).
  *
  * Voices: every Flite voice and every English espeak-ng voice of the catalogue, plus espeak-ng's
- * default voice of a few other languages (for those, CPU, first audio and memory only). The
- * remote engine has no built-in voices and is not measured. Each voice is measured in a child
+ * default voice of a few other languages (for those, CPU, first audio and memory only), plus the
+ * first voice of every available neural model in MODELS_DIR (the service's setting, default
+ * DATA_DIR/models; its voices share the model, so one voice measures the model; English models are
+ * transcribed, others measured in their language's text when the bench has one). The remote
+ * engine has no built-in voices and is not measured. Each voice is measured in a child
  * process of its own (one synthesis thread, the engine loaded only there), so its memory figure
  * is that engine's alone:
  * - CPU-seconds per audio-second: CPU time of the whole child (its synthesis thread included)
@@ -30,7 +33,9 @@ import { fileURLToPath } from 'node:url';
 import { DEFAULT_ENGINE_TIMEOUTS } from '../src/audio/engines/engine.js';
 import { createEngineRegistry, type VoiceBinding } from '../src/audio/engines/engine-registry.js';
 import { espeakProvider } from '../src/audio/engines/espeak.provider.js';
+import type { NeuralSettings } from '../src/audio/engines/provider.js';
 import { CANONICAL_RATE, concatPcm, pcmToBuffer } from '../src/audio/pcm.js';
+import { loadConfig } from '../src/config/config.js';
 import { ensureRecogniser, transcribe } from './lib/pocketsphinx.js';
 import { ENGLISH_PARAGRAPHS, OTHER_LANGUAGES, SHORT_SENTENCE } from './lib/voices-text.js';
 import { wordErrorRate } from './lib/word-error-rate.js';
@@ -38,6 +43,8 @@ import { wordErrorRate } from './lib/word-error-rate.js';
 const RUNS = Number(process.env.RUNS ?? 10);
 const WARM = 2;
 const CPU_ROUNDS = Number(process.env.CPU_ROUNDS ?? 2);
+/** MODELS_DIR and the neural limits as the service reads them: its models are measured too. */
+const NEURAL: NeuralSettings = loadConfig(process.env).neural;
 
 /** One voice to measure, as handed to its child process. */
 interface Job {
@@ -46,6 +53,8 @@ interface Job {
   voice: string;
   /** The language it is measured in: 'en' (then also transcribed) or another language tag. */
   language: string;
+  /** A model of MODELS_DIR rather than a built-in voice (not a candidate for the default). */
+  neural?: boolean;
   /** Absent for the baseline child, which synthesises nothing. */
   binding?: VoiceBinding;
   short: string;
@@ -71,7 +80,7 @@ function percentile(values: readonly number[], p: number): number {
 
 /** Child side: measures one voice (or nothing, for the baseline) and writes result.json. */
 async function measure(job: Job): Promise<void> {
-  const registry = createEngineRegistry({ remoteEndpoints: {}, synthesisThreads: 1 });
+  const registry = createEngineRegistry({ remoteEndpoints: {}, synthesisThreads: 1, neural: NEURAL });
   const result: Measurement = {
     coldFirstAudioMs: NaN,
     firstAudioMsP50: NaN,
@@ -156,9 +165,9 @@ async function inChild(job: Job): Promise<Measurement> {
   return JSON.parse(await readFile(join(job.dir, 'result.json'), 'utf8')) as Measurement;
 }
 
-/** The voices to measure: every Flite voice, every English espeak-ng voice, espeak-ng's default of other languages. */
+/** The voices to measure: every Flite voice, every English espeak-ng voice, espeak-ng's default of other languages, one voice per neural model. */
 async function jobs(root: string): Promise<{ jobs: Job[]; defaultEnglish: string }> {
-  const registry = createEngineRegistry({ remoteEndpoints: {} });
+  const registry = createEngineRegistry({ remoteEndpoints: {}, neural: NEURAL });
   const espeak = espeakProvider.create({ remoteEndpoints: {}, timeouts: DEFAULT_ENGINE_TIMEOUTS });
   try {
     const english = [
@@ -185,8 +194,9 @@ async function jobs(root: string): Promise<{ jobs: Job[]; defaultEnglish: string
         paragraphs: [text.paragraph],
       });
     }
+    const neural = await neuralJobs(registry);
     const wanted = process.env.VOICES?.split(',').map((v) => v.trim());
-    const chosen = [...english, ...others].filter(
+    const chosen = [...english, ...others, ...neural].filter(
       (j) => wanted === undefined || wanted.includes(`${j.engine}:${j.voice}`),
     );
     const defaultBinding = await registry.defaultBinding('en');
@@ -203,6 +213,31 @@ async function jobs(root: string): Promise<{ jobs: Job[]; defaultEnglish: string
     await espeak.close();
     await registry.close();
   }
+}
+
+/** The first voice of each available neural model: its voices share the model's weights and cost. */
+async function neuralJobs(registry: ReturnType<typeof createEngineRegistry>): Promise<Omit<Job, 'dir'>[]> {
+  const models = (await registry.engines()).filter((e) => e.provider === 'neural');
+  for (const m of models.filter((m) => !m.available))
+    console.log(`neural model ${m.id} not measured: ${m.reason ?? 'unavailable'}`);
+  const out: Omit<Job, 'dir'>[] = [];
+  for (const model of models.filter((m) => m.available)) {
+    const voice = (await registry.voices({ engine: model.id }))[0];
+    if (voice === undefined) continue;
+    const language = voice.languages[0] ?? 'en';
+    const base = language.toLowerCase().split(/[-_]/)[0] ?? 'en';
+    const other = OTHER_LANGUAGES.find((t) => t.language.split(/[-_]/)[0] === base);
+    out.push({
+      engine: voice.engine,
+      voice: voice.id,
+      neural: true,
+      language: base === 'en' ? 'en' : language,
+      binding: voice.binding as VoiceBinding,
+      short: base === 'en' || other === undefined ? SHORT_SENTENCE : other.short,
+      paragraphs: base === 'en' || other === undefined ? [...ENGLISH_PARAGRAPHS] : [other.paragraph],
+    });
+  }
+  return out;
 }
 
 interface Row {
@@ -286,7 +321,9 @@ async function main(): Promise<void> {
       );
     }
     console.log('');
-    const english = rows.filter((r) => r.wer !== undefined).sort((a, b) => a.wer! - b.wer!);
+    const english = rows
+      .filter((r) => r.wer !== undefined && r.job.neural !== true)
+      .sort((a, b) => a.wer! - b.wer!);
     const best = english[0];
     const current = rows.find((r) => `${r.job.engine}:${r.job.voice}` === defaultEnglish);
     if (best !== undefined) {

@@ -32,6 +32,9 @@ import { simpleGenerateRoutes } from './http/routes/simple-generate.routes.js';
 import { splitterRoutes } from './http/routes/splitter.routes.js';
 import { streamRoutes } from './http/routes/stream.routes.js';
 import { taskRoutes } from './http/routes/task.routes.js';
+import { timingRoutes } from './http/routes/timing.routes.js';
+import { TimingService } from './tasks/timings/timing-service.js';
+import { TimingStore } from './tasks/timings/timing-store.js';
 import type { RequestParser } from './tasks/requests/request-parser.js';
 import { workerPoolRequestParser } from './tasks/requests/request-parser.worker-pool.js';
 import { voiceRoutes } from './http/routes/voice.routes.js';
@@ -50,6 +53,12 @@ import type { DatabaseHandle } from './storage/database.js';
 import { runGrowingFileFolder } from './storage/growing-file.fs.js';
 import { VoiceService } from './voices/voice-service.js';
 import { VoiceStore } from './voices/voice-store.js';
+import { MemoryRateLimitCounters } from './http/rate-limit-store.memory.js';
+import type { RateLimitStore } from './http/rate-limit.js';
+import { describeService } from './wyoming/info.js';
+import { mp3ToPcm } from './wyoming/mp3-pcm.js';
+import { WyomingServer } from './wyoming/server.js';
+import { WyomingSpeech } from './wyoming/speech.js';
 
 export interface AppOptions {
   /** Start a new embedded database from this PGlite dump (tests), instead of running initdb. */
@@ -69,6 +78,8 @@ export interface Services {
   tasks: TaskService;
   runner: TaskRunner;
   stream: StreamService;
+  /** Subtitles and timestamps of tasks. */
+  timings: TimingService;
   /** The task announcements this node hears and sends (every node's, in scale-out). */
   events: TaskEvents;
 }
@@ -83,6 +94,8 @@ export interface App {
   routes: readonly RegisteredRoute[];
   /** Reads MODELS_DIR again (SIGHUP, the admin API): one log line per model folder; resolves with their engines. */
   rescanModels(): Promise<EngineInfo[]>;
+  /** The Wyoming TTS server, listening (WYOMING_PORT); undefined when it is off. */
+  wyoming: WyomingServer | undefined;
   /** Stops accepting requests, then releases workers and the database. */
   close(): Promise<void>;
 }
@@ -113,6 +126,7 @@ interface Opened {
   engines?: Engines;
   runner?: TaskRunner;
   stream?: StreamService;
+  wyoming?: WyomingServer;
 }
 
 /**
@@ -138,7 +152,14 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     await registerOpenApi(http, { version: SERVICE_VERSION, publicUrl: config.publicUrl });
     const accounts = await buildAccounts(config, adapters.database);
     const { voices, splitters } = buildVoices(config, adapters, engines);
-    const { tasks, runner, pieceAudio } = buildTasks(config, adapters, engines, voices, http);
+    const { tasks, runner, pieceAudio, timings } = buildTasks(
+      config,
+      adapters,
+      engines,
+      voices,
+      accounts,
+      http,
+    );
     opened.runner = runner;
     const stream = buildStreams(config, adapters, engines, tasks, pieceAudio);
     opened.stream = stream;
@@ -153,12 +174,16 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       tasks,
       runner,
       stream,
+      timings,
       events: adapters.events,
     };
     const adminToken = await registerRoutes(http, config, adapters, services, metrics.registry, engines);
     await http.ready();
     await runner.start();
-    return { http, config, adminToken, routes, services, rescanModels: engines.rescanModels, close };
+    const wyoming = wyomingServer(config, adapters, services, pieceAudio, http);
+    opened.wyoming = wyoming;
+    await wyoming?.listen();
+    return { http, config, adminToken, routes, services, rescanModels: engines.rescanModels, wyoming, close };
   } catch (err) {
     await close().catch((closeErr: unknown) =>
       http.log.error({ err: closeErr }, 'teardown after a failed start'),
@@ -173,6 +198,8 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
  * open (a one-shot waiting for its task) end before generation does.
  */
 async function closeApp(http: FastifyInstance, adapters: Adapters, opened: Opened): Promise<void> {
+  // Wyoming clients first: their tasks are cancelled while the runner and database still work.
+  await opened.wyoming?.close();
   // Cut live streams first: a reader of a stuck task would otherwise hold http.close() open.
   await opened.stream?.close();
   // Requests still open a moment after the streams were cut (a client that half-closed its
@@ -339,16 +366,19 @@ function buildTasks(
   adapters: Adapters,
   engines: Engines,
   voices: VoiceService,
+  accounts: AccountService,
   http: FastifyInstance,
-): { tasks: TaskService; runner: TaskRunner; pieceAudio: FsPieceAudioStore } {
+): { tasks: TaskService; runner: TaskRunner; pieceAudio: FsPieceAudioStore; timings: TimingService } {
   const taskStore = new TaskStore(adapters.database.db);
   const pieceAudio = new FsPieceAudioStore(
     join(config.dataDir, 'work', 'tasks'),
     adapters.events,
     batchedPieceStates((taskId, idxs) => pieceStates(taskStore, taskId, idxs)),
   );
+  const timings = new TimingStore(adapters.database.db);
   const runner = new TaskRunner({
     store: taskStore,
+    timings,
     queue: adapters.queue,
     workerUrl: adapters.nodeUrl,
     pieceAudio,
@@ -378,7 +408,7 @@ function buildTasks(
     adapters.events,
     { finishedCacheMs: config.authCacheMs, maxTaskBytes: config.storageLimits.taskBytes },
   );
-  return { tasks, runner, pieceAudio };
+  return { tasks, runner, pieceAudio, timings: new TimingService(taskStore, timings, accounts) };
 }
 
 /** What the piece audio needs to know of pieces `idxs` of a task: generated, failed or waiting. */
@@ -473,6 +503,8 @@ async function registerRoutes(
   await http.register(audioRoutes(tasks, adapters.blobs, stream, perAddress));
   // Stream endpoints: only the task's `auth` query token, never a bearer key.
   await http.register(streamRoutes(stream, perAddress));
+  // Subtitles and timestamps: the task's `auth` token (a <track src> sends no header) or the owner's key.
+  await http.register(timingRoutes(services.timings, perAddress));
 
   // Operator API: the admin token only, never a tenant key (and tenant routes never take the admin token).
   const adminToken = effectiveAdminToken(config);
@@ -542,5 +574,80 @@ function tenantRoutes(config: AppConfig, adapters: Adapters, services: Services,
         }),
       ),
     );
+  };
+}
+
+// ---- Wyoming ------------------------------------------------------------------------------------
+
+/**
+ * The Wyoming TTS server (WYOMING_PORT; undefined when unset), speaking through one-shot synthesis
+ * as the account WYOMING_ACCOUNT names. Its audio is a piece's canonical PCM, read from the growing
+ * piece file where this node generates the task, else decoded from the piece's relayed MP3.
+ */
+function wyomingServer(
+  config: AppConfig,
+  adapters: Adapters,
+  services: Services,
+  pieceAudio: FsPieceAudioStore,
+  http: FastifyInstance,
+): WyomingServer | undefined {
+  if (config.wyoming === null) return undefined;
+  const { tasks, events, stream, voices, synthesis, accounts } = services;
+  const oneShot = new OneShotService({
+    tasks,
+    events,
+    contentAudio: (task, idx, signal) => stream.contentBytes(task, idx, signal),
+    startTimeoutMs: config.oneShotStartTimeoutMs,
+  });
+  const speech = new WyomingSpeech({
+    oneShot,
+    tasks,
+    voices,
+    synthesis,
+    contentPcm: async (task, idx, signal) =>
+      adapters.cluster === undefined || task.workerUrl === adapters.cluster.nodeUrl
+        ? pieceAudio.openPiece(task.id, idx, signal)
+        : mp3ToPcm(await stream.contentBytes(task, idx, signal)),
+  });
+  return new WyomingServer({
+    config: config.wyoming,
+    textLimit: config.limits.textLength,
+    accounts,
+    speech,
+    describe: (accountId) => describeService(synthesis, voices, accountId, SERVICE_VERSION),
+    admit: accountRequestCounter(config, adapters.rateLimitStore),
+    log: http.log,
+  });
+}
+
+/**
+ * Counts a Wyoming request of an account against RATE_LIMIT_MAX per RATE_LIMIT_WINDOW_MS (the
+ * per-account limit of the API, in counters of its own: Wyoming requests do not pass the HTTP
+ * limiter), in this process or in Redis for a cluster; resolves with the seconds to wait when over.
+ */
+export function accountRequestCounter(
+  config: AppConfig,
+  store: RateLimitStore,
+): (accountId: string) => Promise<number | undefined> {
+  const { max, windowMs } = config.rateLimit;
+  const over = (current: number, ttlMs: number): number | undefined =>
+    current > max ? Math.max(1, Math.ceil(ttlMs / 1000)) : undefined;
+  if (store.kind === 'memory') {
+    const counters = new MemoryRateLimitCounters(store.capacity);
+    return async (accountId) => {
+      const { current, ttl } = counters.increment(`account:${accountId}`, windowMs, max);
+      return over(current, ttl);
+    };
+  }
+  return async (accountId) => {
+    const key = `${store.keyPrefix}rate-limit:wyoming:account:${accountId}`;
+    // A window starts with its first request (SET NX with its expiry) and is counted by INCR.
+    const [, [, current], [, ttl]] = (await store.client
+      .multi()
+      .set(key, 0, 'PX', windowMs, 'NX')
+      .incr(key)
+      .pttl(key)
+      .exec()) as [[unknown, unknown], [unknown, number], [unknown, number]];
+    return over(current, ttl);
   };
 }

@@ -300,6 +300,39 @@ describe('admin API', () => {
       'RESOURCE_NOT_FOUND',
     );
   });
+
+  it("exports an account's voices as the import requests that recreate them", async () => {
+    const imported = dataOf<{ id: string }>(
+      await call('POST', `/admin/accounts/${t.accountId}/voices/import`, {
+        name: 'exported',
+        version: 'v2.0',
+        voice: 'espeak:en-gb+f3',
+        description: 'to another install',
+      }),
+    );
+    const exported = dataOf<{ name: string; version: string; description?: string; engine?: unknown }[]>(
+      await call('GET', `/admin/accounts/${t.accountId}/voices/export`),
+    );
+    const mine = exported.find((v) => v.name === 'exported');
+    assert.ok(mine, `the imported voice ${imported.id} is in the export`);
+    assert.equal(mine.version, 'v2.0');
+    assert.equal(mine.description, 'to another install');
+    assert.deepEqual(mine.engine, { engine: 'espeak', voice: 'en-gb', variant: 'f3' });
+
+    // What it exports imports again, into another account.
+    const other = dataOf<AccountRecord>(await call('POST', '/admin/accounts', { name: 'export-target' }));
+    const again = dataOf<{ version: string; engine: unknown }>(
+      await call('POST', `/admin/accounts/${other.id}/voices/import`, mine),
+    );
+    assert.deepEqual([again.version, again.engine], ['v2.0', mine.engine]);
+
+    assertError(await call('GET', '/admin/accounts/nobody/voices/export'), 404, 'RESOURCE_NOT_FOUND');
+    assertError(
+      await call('GET', `/admin/accounts/${t.accountId}/voices/export`, undefined, bearer(t.key)),
+      401,
+      'AUTH_UNAUTHORIZED',
+    );
+  });
 });
 
 describe('admin API token configuration', () => {

@@ -1,12 +1,13 @@
 // The console's player and forms in real Chromium under the usual autoplay policy (audio only
-// after a user gesture): a first-run link taken by an open tab; a remote-engine voice created from
+// after a user gesture): a first-run link taken by an open tab; a remote-engine voice and a neural voice (a model folder of MODELS_DIR) created from
 // the catalogue-driven form; the dialogue mode chosen from the text's markers; Generate starting
 // the audio by itself, the player scrolled into view; a clear Play button where the browser
 // refuses audio; one player whose timeline fits a wide and a narrow page for an 80-piece dialogue,
 // with every name in an accessible list; task list entries with a snippet of their text.
 // Screenshots go to test-output/console-player/.
 import assert from 'node:assert/strict';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -22,6 +23,7 @@ import {
 } from './helpers/console-browser.js';
 import { startFaultUpstream, toneMp3, type FaultUpstream } from './helpers/fault-upstream.js';
 import { startTestApp, type TestApp } from './helpers/test-app.js';
+import { makeTinyVits } from './helpers/tiny-vits.js';
 
 const OUTPUT = join(process.cwd(), 'test-output', 'console-player');
 const NARRATOR = 'Narrator of the northern coast';
@@ -74,6 +76,8 @@ describe('console player and forms in Chromium', { skip: chromiumMissing }, () =
   let narrator = '';
   let guest = '';
   let interview = '';
+  /** MODELS_DIR of the service: one tiny neural model folder the suite makes itself. */
+  let modelsDir = '';
   const cspViolations: string[] = [];
   const pageLog: string[] = [];
 
@@ -114,9 +118,12 @@ describe('console player and forms in Chromium', { skip: chromiumMissing }, () =
     tone = await toneMp3(1);
     upstream = await startFaultUpstream();
     upstream.handle((_request, res) => void res.writeHead(200, { 'content-type': 'audio/mpeg' }).end(tone));
+    modelsDir = await mkdtemp(join(tmpdir(), 'voicegen-console-models-'));
+    makeTinyVits(modelsDir, 'tiny-neural', 2);
     t = await startTestApp({
       listen: true,
       env: {
+        MODELS_DIR: modelsDir,
         RATE_LIMIT_MAX: '100000',
         STREAM_RATE_LIMIT_MAX: '100000',
         REMOTE_ENGINES: JSON.stringify({
@@ -164,6 +171,7 @@ describe('console player and forms in Chromium', { skip: chromiumMissing }, () =
     await browser?.close();
     await t?.close();
     await upstream?.close();
+    if (modelsDir !== '') await rm(modelsDir, { recursive: true, force: true });
   });
 
   test('a first-run link pasted into an open tab signs that tab in, without a reload', async () => {
@@ -230,6 +238,32 @@ describe('console player and forms in Chromium', { skip: chromiumMissing }, () =
     assert.equal((await preview).status(), 200);
     assert.equal(asked.voice, 'alloy');
     assert.equal(asked.model, 'tts-1-hd');
+    await page.locator('#voice-engine').selectOption('espeak');
+  });
+
+  test('a neural voice from a model folder of MODELS_DIR', async () => {
+    // Each model folder is an engine of the catalogue, grouped under the neural provider.
+    await page.locator('#voice-engine optgroup[label^="neural"] option[value="tiny-neural"]').waitFor({
+      state: 'attached',
+    });
+    await page.locator('#voice-engine').selectOption('tiny-neural');
+    await page.locator('#voice-codes option[value="1"]').waitFor({ state: 'attached' });
+    await page.getByLabel('Name', { exact: true }).fill('Tiny neural');
+    await page.getByLabel('Engine voice').fill('1');
+    await page.getByRole('button', { name: 'Create voice' }).click();
+    const card = page.locator('#voices li', { hasText: 'Tiny neural' });
+    await card.waitFor();
+    const created = (await t.app.services.voices.list(t.accountId, {})).items.find(
+      (v) => v.name === 'Tiny neural',
+    );
+    assert.deepEqual(created?.engine, { engine: 'neural', model: 'tiny-neural', voice: '1' });
+    // Its preview is spoken by sherpa-onnx in the service: real MP3 bytes.
+    const preview = page.waitForResponse((r) => r.url().includes('/api/tts/simple-generate.mp3'));
+    await card.getByRole('button', { name: 'Preview' }).click();
+    const answer = await preview;
+    assert.equal(answer.status(), 200);
+    assert.equal(answer.headers()['content-type'], 'audio/mpeg');
+    await page.screenshot({ path: join(OUTPUT, 'neural-voice.png'), fullPage: false });
     await page.locator('#voice-engine').selectOption('espeak');
   });
 

@@ -110,3 +110,46 @@ describe('loadConfig: MP3 encoder build', () => {
     assert.match(problems({ MP3_ENCODER: 'ffmpeg' }).join('\n'), /MP3_ENCODER/);
   });
 });
+
+describe('loadConfig: Wyoming server', () => {
+  it('is off unless WYOMING_PORT is set, and then binds loopback with its bounds', () => {
+    assert.equal(loadConfig({}).wyoming, null);
+    assert.deepEqual(loadConfig({ WYOMING_PORT: '10200', WYOMING_ACCOUNT: 'default' }).wyoming, {
+      host: '127.0.0.1',
+      port: 10200,
+      account: 'default',
+      maxConnections: 16,
+      maxMessageBytes: 256 * 1024,
+      idleTimeoutMs: 60_000,
+    });
+    const open = loadConfig({
+      WYOMING_PORT: '0',
+      WYOMING_HOST: '0.0.0.0',
+      WYOMING_ACCOUNT: 'home',
+      WYOMING_MAX_CONNECTIONS: '4',
+      WYOMING_MAX_MESSAGE_BYTES: '4096',
+      WYOMING_IDLE_TIMEOUT_MS: '5000',
+    }).wyoming;
+    assert.deepEqual(open, {
+      host: '0.0.0.0',
+      port: 0,
+      account: 'home',
+      maxConnections: 4,
+      maxMessageBytes: 4096,
+      idleTimeoutMs: 5000,
+    });
+  });
+
+  it('needs the account it runs as, and refuses bad bounds by name', () => {
+    assert.match(problems({ WYOMING_PORT: '10200' }).join('\n'), /WYOMING_ACCOUNT: required/);
+    assert.match(problems({ WYOMING_PORT: '70000', WYOMING_ACCOUNT: 'a' }).join('\n'), /WYOMING_PORT/);
+    assert.match(
+      problems({ WYOMING_PORT: '1', WYOMING_ACCOUNT: 'a', WYOMING_MAX_CONNECTIONS: '0' }).join('\n'),
+      /WYOMING_MAX_CONNECTIONS/,
+    );
+    assert.match(
+      problems({ WYOMING_PORT: '1', WYOMING_ACCOUNT: 'a', WYOMING_MAX_MESSAGE_BYTES: '10' }).join('\n'),
+      /WYOMING_MAX_MESSAGE_BYTES/,
+    );
+  });
+});

@@ -168,6 +168,18 @@ const envSchema = z.object({
   TASK_LEASE_MS: intFrom(1000, 3_600_000).default(30_000),
   /** Stream-session ownership lease: a dead owner's session is rebuilt elsewhere after this long. */
   SESSION_LEASE_MS: intFrom(1000, 3_600_000).default(15_000),
+  /** The Wyoming (Home Assistant) TTS server's TCP port; unset = no Wyoming server. 0 = any free port. */
+  WYOMING_PORT: intFrom(0, 65535).optional(),
+  /** Address the Wyoming server binds: loopback unless the operator opens it (Wyoming has no authentication). */
+  WYOMING_HOST: z.string().min(1).default('127.0.0.1'),
+  /** The account (id or name) every Wyoming request runs as: its quotas, rate limit and usage apply. */
+  WYOMING_ACCOUNT: z.string().min(1).max(200).optional(),
+  /** Wyoming connections open at once; more are closed as they arrive. */
+  WYOMING_MAX_CONNECTIONS: intFrom(1, 10_000).default(16),
+  /** Bytes a Wyoming message's header line, its data and its payload may each take. */
+  WYOMING_MAX_MESSAGE_BYTES: intFrom(1024, 64 * 1024 ** 2).default(256 * 1024),
+  /** A Wyoming connection with no traffic either way this long, or a message this slow to arrive, is closed. */
+  WYOMING_IDLE_TIMEOUT_MS: intFrom(100, 3_600_000).default(60_000),
 });
 
 const S3_VARIABLES = [
@@ -273,6 +285,20 @@ export interface AppConfig {
   /** Present in scale-out mode (REDIS_URL and S3_* set); null = embedded coordination and files. */
   scaleOut: ScaleOutConfig | null;
   leases: { taskMs: number; sessionMs: number };
+  /** The Wyoming TTS server; null = off (WYOMING_PORT unset). */
+  wyoming: WyomingConfig | null;
+}
+
+/** The Wyoming (Home Assistant) TTS server: where it listens, whom it runs as, its bounds. */
+export interface WyomingConfig {
+  host: string;
+  port: number;
+  /** Id or name of the account it runs as (resolved at each request: the account may come later). */
+  account: string;
+  maxConnections: number;
+  /** Bytes of a header line, of a message's data and of its payload, each. */
+  maxMessageBytes: number;
+  idleTimeoutMs: number;
 }
 
 /** Thrown when the environment is invalid; lists every bad variable so start-up fails once, clearly. */
@@ -321,6 +347,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (e.HEADERS_TIMEOUT_MS > e.REQUEST_TIMEOUT_MS) {
     problems.push(
       'HEADERS_TIMEOUT_MS: must not exceed REQUEST_TIMEOUT_MS (the headers are part of the request)',
+    );
+  }
+  if (e.WYOMING_PORT !== undefined && e.WYOMING_ACCOUNT === undefined) {
+    problems.push(
+      'WYOMING_ACCOUNT: required when WYOMING_PORT is set (Wyoming has no authentication: name the account it runs as)',
     );
   }
   if (problems.length > 0) throw new ConfigError(problems);
@@ -410,6 +441,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     adminToken: e.ADMIN_TOKEN,
     scaleOut,
     leases: { taskMs: e.TASK_LEASE_MS, sessionMs: e.SESSION_LEASE_MS },
+    wyoming:
+      e.WYOMING_PORT === undefined || e.WYOMING_ACCOUNT === undefined
+        ? null
+        : {
+            host: e.WYOMING_HOST,
+            port: e.WYOMING_PORT,
+            account: e.WYOMING_ACCOUNT.trim(),
+            maxConnections: e.WYOMING_MAX_CONNECTIONS,
+            maxMessageBytes: e.WYOMING_MAX_MESSAGE_BYTES,
+            idleTimeoutMs: e.WYOMING_IDLE_TIMEOUT_MS,
+          },
   };
 }
 

@@ -107,6 +107,11 @@ export async function registerOpenApi(app: FastifyInstance, info: OpenApiInfo): 
         { name: 'tasks', description: 'Generation tasks' },
         { name: 'streams', description: "A task's MP3 while it is generated: the `auth` token only" },
         { name: 'audio', description: 'Stored finished audio: the `auth` token only' },
+        {
+          name: 'subtitles',
+          description:
+            "A task's subtitles and timestamps, growing while it is generated: the `auth` token or the owner's key",
+        },
         { name: 'one-shot', description: 'Synchronous synthesis of one text' },
         { name: 'admin', description: 'Operator API: the admin token only' },
         { name: 'health', description: 'Liveness, readiness and metrics' },

@@ -103,6 +103,22 @@ export interface TaskContentsTable {
   /** Bytes of the piece's stored MP3 (0: none yet, or stored before sizes were kept). */
   audio_bytes: ColumnType<string, string | number | undefined, string | number>;
   generated_at: Timestamp | null;
+  /** The splitter marker that started the piece (its speaker); null outside splitter mode. */
+  speaker: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** One timed sentence of a content piece; samples count from the piece's first canonical sample. */
+export interface TaskTimingsTable {
+  task_id: string;
+  content_idx: number;
+  seq: number;
+  start_sample: ColumnType<string, number, number>;
+  end_sample: ColumnType<string, number, number>;
+  /** UTF-16 offsets of the sentence in the piece's text. */
+  text_start: number;
+  text_end: number;
+  /** JSON array of [startSample, endSample, textStart, textEnd] per word the engine timed. */
+  words: string;
 }
 
 /** Settings every node shares, by name (e.g. the relay-signing secret). */
@@ -122,6 +138,7 @@ export interface AccountDailyUsageTable {
 export interface Database {
   tasks: TasksTable;
   task_contents: TaskContentsTable;
+  task_timings: TaskTimingsTable;
   cluster_settings: ClusterSettingsTable;
   accounts: AccountsTable;
   api_keys: ApiKeysTable;

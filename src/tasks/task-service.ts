@@ -102,6 +102,8 @@ export interface TaskView extends TaskViewBase {
     audio?: string;
     generatedAt?: string;
     request?: Record<string, unknown>;
+    /** The task's SRT subtitles URL, when a content asked for them (`srt: true`). */
+    srt?: string;
   };
 }
 
@@ -271,6 +273,7 @@ export class TaskService implements StreamTaskLookup {
       audio_key: null,
       audio_bytes: '0',
       generated_at: null,
+      speaker: p.speaker ?? null,
     }));
     const admission = await this.store.insert(
       { task, pieces },
@@ -569,6 +572,11 @@ export class TaskService implements StreamTaskLookup {
     return key;
   }
 
+  /** URL of a task's SRT subtitles (metadata.srt), carrying its stream token like the audio URLs. */
+  srtUrl(taskId: string, authToken: string): string {
+    return `${this.publicUrl}/api/tts/generate/${taskId}/subtitles.srt?auth=${authToken}`;
+  }
+
   /** URL of a task's stored merged audio (idx null) or of one piece's, as metadata shows it. */
   audioUrl(taskId: string, authToken: string, idx: number | null = null): string {
     const path = idx === null ? 'audio.mp3' : `${idx}/audio.mp3`;
@@ -612,6 +620,9 @@ export class TaskService implements StreamTaskLookup {
     if (Object.keys(echo).length > 0) view.metadata.request = echo;
     if (task.audio_key) view.metadata.audio = this.audioUrl(task.id, task.auth_token, null);
     if (task.generated_at) view.metadata.generatedAt = task.generated_at.toISOString();
+    // Only when asked for: without `srt` the record keeps the hosted API's shape exactly.
+    if (pieces.some((p) => (JSON.parse(p.params) as PieceParams).srt === true))
+      view.metadata.srt = this.srtUrl(task.id, task.auth_token);
     if (task.error) view.error = task.error;
     if (withStream) view.streamUrl = this.streamUrl(task.id, task.auth_token);
     return view;

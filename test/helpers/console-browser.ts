@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import type { SpeechEngine, SynthesisRequest } from '../../src/audio/engines/engine.js';
+import { audioWithMarks, type SpeechEngine, type SynthesisRequest } from '../../src/audio/engines/engine.js';
 import { CANONICAL_RATE } from '../../src/audio/pcm.js';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -35,16 +35,27 @@ export function launchChromium(args: string[] = []): Promise<Browser> {
   });
 }
 
-/** `engine`, slowed down to `pace()` audio seconds per second while `pace()` is not null. */
+/**
+ * `engine`, slowed down to `pace()` audio seconds per second while `pace()` is not null; with its
+ * timing marks too (generation takes the marked audio).
+ */
 export function paced(engine: SpeechEngine, pace: () => number | null): SpeechEngine {
+  const wait = async (samples: number, signal: AbortSignal): Promise<void> => {
+    const factor = pace();
+    if (factor !== null) await sleep((samples / CANONICAL_RATE / factor) * 1000, undefined, { signal });
+  };
   return {
     ...engine,
     async *synthesize(req: SynthesisRequest, signal: AbortSignal) {
       for await (const pcm of engine.synthesize(req, signal)) {
-        const factor = pace();
-        if (factor !== null)
-          await sleep((pcm.length / CANONICAL_RATE / factor) * 1000, undefined, { signal });
+        await wait(pcm.length, signal);
         yield pcm;
+      }
+    },
+    async *synthesizeWithMarks(req: SynthesisRequest, signal: AbortSignal) {
+      for await (const chunk of audioWithMarks(engine, req, signal)) {
+        await wait(chunk.pcm.length, signal);
+        yield chunk;
       }
     },
   };

@@ -34,6 +34,13 @@ export interface NeuralModel {
 export type ScannedModel =
   ({ available: true } & NeuralModel) | { available: false; name: string; dir: string; reason: string };
 
+const FAMILY_TITLES: Readonly<Record<NeuralFamily, string>> = {
+  vits: 'VITS',
+  kokoro: 'Kokoro',
+  kitten: 'Kitten',
+  matcha: 'Matcha',
+};
+
 /** Folder names that can be engine ids (and voice specs' engine part). */
 export const MODEL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -41,9 +48,9 @@ export const MODEL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 export async function scanModels(modelsDir: string): Promise<ScannedModel[]> {
   let names: string[];
   try {
-    const entries = await readdir(modelsDir, { withFileTypes: true });
+    const entries = await listEntries(modelsDir);
     names = entries
-      .filter((e) => e.isDirectory() && !e.name.startsWith('.'))
+      .filter((e) => e.kind === 'dir' && !e.name.startsWith('.'))
       .map((e) => e.name)
       .sort();
   } catch (err) {
@@ -51,6 +58,29 @@ export async function scanModels(modelsDir: string): Promise<ScannedModel[]> {
     throw err;
   }
   return Promise.all(names.map((name) => readModel(join(modelsDir, name), name)));
+}
+
+/**
+ * The files and folders of `dir`, a symbolic link counted as what it points to: operators link a
+ * model folder into MODELS_DIR, or one espeak-ng-data/ into several model folders (sherpa-onnx
+ * opens the paths, links included). A dangling link is left out, as a missing file.
+ */
+async function listEntries(dir: string): Promise<{ name: string; kind: 'file' | 'dir' }[]> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  const out: { name: string; kind: 'file' | 'dir' }[] = [];
+  for (const e of entries) {
+    let target: { isFile(): boolean; isDirectory(): boolean } = e;
+    if (e.isSymbolicLink()) {
+      try {
+        target = await stat(join(dir, e.name));
+      } catch {
+        continue;
+      }
+    }
+    if (target.isFile()) out.push({ name: e.name, kind: 'file' });
+    else if (target.isDirectory()) out.push({ name: e.name, kind: 'dir' });
+  }
+  return out;
 }
 
 /** Reads one model folder (the same check at start, on a rescan and for `models add`). */
@@ -69,9 +99,9 @@ export async function readModel(dir: string, name: string): Promise<ScannedModel
 
 /** The model of `dir`, or why it is not one. */
 async function inspect(dir: string, name: string): Promise<NeuralModel | string> {
-  const entries = await readdir(dir, { withFileTypes: true });
-  const files = new Set(entries.filter((e) => e.isFile()).map((e) => e.name));
-  const dirs = new Set(entries.filter((e) => e.isDirectory()).map((e) => e.name));
+  const entries = await listEntries(dir);
+  const files = new Set(entries.filter((e) => e.kind === 'file').map((e) => e.name));
+  const dirs = new Set(entries.filter((e) => e.kind === 'dir').map((e) => e.name));
   const onnx = [...files].filter((f) => f.endsWith('.onnx')).sort();
   if (onnx.length === 0) return 'no .onnx model file';
   if (!files.has('tokens.txt')) return 'no tokens.txt';
@@ -91,6 +121,8 @@ async function inspect(dir: string, name: string): Promise<NeuralModel | string>
     if (main === undefined) return `several acoustic models (${acoustic.join(', ')}): keep one`;
     if (dataDir === '' && lexicon === '') return 'a Matcha model needs espeak-ng-data/ or a lexicon';
     const meta = await onnxMetadata(join(dir, main));
+    // sherpa-onnx phonemizes an espeak Matcha model (the English ones) with espeak-ng alone.
+    if (meta.has_espeak === '1' && dataDir === '') return 'this Matcha model needs espeak-ng-data/';
     const common = await commonOf(dir, name, meta, [main, vocoder], 'matcha');
     if (typeof common === 'string') return common;
     return {
@@ -110,14 +142,24 @@ async function inspect(dir: string, name: string): Promise<NeuralModel | string>
   const main = pickModel(onnx);
   if (main === undefined) return `several .onnx files (${onnx.join(', ')}): keep one, or name one model.onnx`;
   const meta = await onnxMetadata(join(dir, main));
-  if (files.has('voices.bin')) {
-    const family: NeuralFamily = (meta.model_type ?? '').toLowerCase().includes('kitten')
-      ? 'kitten'
-      : 'kokoro';
-    if (dataDir === '') return `a ${family === 'kitten' ? 'Kitten' : 'Kokoro'} model needs espeak-ng-data/`;
+  // The exports' model_type names the family when a file that tells it apart is missing: without
+  // it a Kokoro or Matcha folder would pass as VITS and fail only when sherpa-onnx loads it.
+  const modelType = (meta.model_type ?? '').toLowerCase();
+  if (modelType.includes('matcha')) {
+    return 'a Matcha model needs its vocoder in the folder (vocos-*.onnx or hifigan*.onnx, published apart)';
+  }
+  if (files.has('voices.bin') || modelType === 'kokoro' || modelType.includes('kitten')) {
+    const family: NeuralFamily = modelType.includes('kitten') ? 'kitten' : 'kokoro';
+    const title = FAMILY_TITLES[family];
+    if (!files.has('voices.bin')) return `a ${title} model needs voices.bin (its speakers' styles)`;
+    if (dataDir === '') return `a ${title} model needs espeak-ng-data/`;
+    // sherpa-onnx ends its process on a multi-lingual Kokoro (version 2 and later) given no lexicon.
+    if (family === 'kokoro' && Number(meta.version ?? '1') >= 2 && lexicon === '') {
+      return 'a multi-lingual Kokoro model (version 2 and later) needs its lexicon*.txt files';
+    }
     const common = await commonOf(dir, name, meta, [main, 'voices.bin'], family);
     if (typeof common === 'string') return common;
-    const files = {
+    const paths = {
       model: join(dir, main),
       voices: join(dir, 'voices.bin'),
       tokens: join(dir, 'tokens.txt'),
@@ -125,7 +167,7 @@ async function inspect(dir: string, name: string): Promise<NeuralModel | string>
     };
     return {
       ...common,
-      config: family === 'kitten' ? { kitten: files } : { kokoro: { ...files, lexicon } },
+      config: family === 'kitten' ? { kitten: paths } : { kokoro: { ...paths, lexicon } },
     };
   }
 

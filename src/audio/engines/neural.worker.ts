@@ -9,7 +9,7 @@ import { workerData } from 'piscina';
 import { lowerThreadPriority } from '../../common/worker-priority.js';
 import type { NeuralModelRef, NeuralTask } from './neural-protocol.js';
 import { postWholeSentence } from './sentence-output.js';
-import { loadOfflineTts, type SherpaOfflineTts } from './sherpa-onnx.js';
+import { loadOfflineTts, speak, type SherpaOfflineTts } from './sherpa-onnx.js';
 
 // Synthesis is batch work: the event loop goes first; the interactive lane's thread keeps normal priority.
 if ((workerData as { interactive?: boolean } | undefined)?.interactive !== true) lowerThreadPriority();
@@ -55,7 +55,7 @@ function toInt16(samples: Float32Array): Int16Array {
 /** Speaks one piece, posting its PCM through `task.port` (then SENTENCE_END); resolves with the samples posted. */
 export async function synthesize(task: NeuralTask): Promise<number> {
   const tts = modelFor(task.model, task.memoryBytes);
-  const audio = tts.generate({ text: task.text, sid: task.sid, speed: task.speed });
+  const audio = speak(tts, task.text, task.sid, task.speed);
   return postWholeSentence(task.port, toInt16(audio.samples), audio.sampleRate, task.sentenceEnd);
 }
 

@@ -1,6 +1,6 @@
 // The provider contract, run against every engine: the embedded espeak-ng and Flite, the neural engine
-// with the tests' own tiny VITS model (real sherpa-onnx), and the remote engine against a local fake
-// OpenAI-compatible server. A new provider adds its case to CASES.
+// with the tests' own tiny VITS, Kokoro, Kitten and Matcha models (real sherpa-onnx), and the remote
+// engine against a local fake OpenAI-compatible server. A new provider adds its case to CASES.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
@@ -23,6 +23,7 @@ import {
   type VoiceBinding,
 } from './engine-registry.js';
 import { makeTinyVits } from '../../../test/helpers/tiny-vits.js';
+import { makeTinyModel, TINY_FAMILIES } from '../../../test/helpers/tiny-models.js';
 
 const TEXT = 'Hello there, my friend. How are you today?';
 const WORDS = ['Hello', 'there', 'my', 'friend', 'How', 'are', 'you', 'today'];
@@ -42,6 +43,8 @@ const server = createServer((req, res: ServerResponse) => {
 
 interface ProviderCase {
   provider: string;
+  /** Tells apart cases of one provider (the neural model families). */
+  label?: string;
   options: () => Omit<EngineRegistryOptions, 'timeouts'>;
   good: VoiceBinding[];
   bad: unknown[];
@@ -50,15 +53,38 @@ interface ProviderCase {
 
 const REMOTE: VoiceBinding = { engine: 'remote', endpoint: 'fake', voice: 'alloy' };
 
-/** MODELS_DIR of the neural case: the tiny model as `tiny`, made on first use. */
+/** MODELS_DIR of the neural cases: the tiny VITS model as `tiny` and one of each other family by its name. */
 let modelsDir: string | undefined;
 function neuralModels(): string {
   if (modelsDir === undefined) {
     modelsDir = mkdtempSync(join(tmpdir(), 'voicegen-models-'));
     makeTinyVits(modelsDir, 'tiny', 2);
+    for (const family of TINY_FAMILIES) makeTinyModel(modelsDir, family);
   }
   return modelsDir;
 }
+
+const neuralOptions = (): Omit<EngineRegistryOptions, 'timeouts'> => ({
+  remoteEndpoints: {},
+  synthesisThreads: 1,
+  neural: { modelsDir: neuralModels(), threads: 1, memoryBytes: 64 * 1024 ** 2 },
+});
+
+/** The contract of a tiny Kokoro, Kitten or Matcha model (speakers tone_0 and tone_1). */
+const familyCase = (family: (typeof TINY_FAMILIES)[number]): ProviderCase => ({
+  provider: 'neural',
+  label: family,
+  options: neuralOptions,
+  good: [
+    { engine: 'neural', model: family, voice: 'tone_0' },
+    { engine: 'neural', model: family, voice: 'tone_1' },
+  ],
+  bad: [
+    { engine: 'neural', model: family, voice: 'tone_2' },
+    { engine: 'neural', model: family, voice: '0' },
+  ],
+  speak: { engine: 'neural', model: family, voice: 'tone_1' },
+});
 
 const CASES: ProviderCase[] = [
   {
@@ -94,11 +120,8 @@ const CASES: ProviderCase[] = [
   },
   {
     provider: 'neural',
-    options: () => ({
-      remoteEndpoints: {},
-      synthesisThreads: 1,
-      neural: { modelsDir: neuralModels(), threads: 1, memoryBytes: 64 * 1024 ** 2 },
-    }),
+    label: 'vits',
+    options: neuralOptions,
     good: [
       { engine: 'neural', model: 'tiny', voice: '0' },
       { engine: 'neural', model: 'tiny', voice: '1' },
@@ -110,6 +133,7 @@ const CASES: ProviderCase[] = [
     ],
     speak: { engine: 'neural', model: 'tiny', voice: '1' },
   },
+  ...TINY_FAMILIES.map(familyCase),
   {
     provider: 'remote',
     options: () => ({
@@ -152,7 +176,7 @@ after(async () => {
 it('every provider has a case in this suite', () => {
   assert.deepEqual(
     PROVIDERS.map((p) => p.id),
-    CASES.map((c) => c.provider),
+    [...new Set(CASES.map((c) => c.provider))],
   );
 });
 
@@ -170,7 +194,7 @@ async function collect(registry: EngineRegistry, req: SynthesisRequest, signal: 
 }
 
 for (const c of CASES) {
-  describe(`provider contract: ${c.provider}`, () => {
+  describe(`provider contract: ${c.provider}${c.label === undefined ? '' : ` (${c.label})`}`, () => {
     let registry: EngineRegistry;
     before(() => {
       registry = createEngineRegistry(c.options());

@@ -9,10 +9,35 @@ import type { NeuralModelConfig } from './neural-protocol.js';
 export interface SherpaOfflineTts {
   readonly numSpeakers: number;
   readonly sampleRate: number;
-  generate(request: { text: string; sid: number; speed: number }): {
+  generate(request: { text: string; generationConfig: { sid: number; speed: number } }): {
     samples: Float32Array;
     sampleRate: number;
   };
+}
+
+/** What sherpa-onnx-node throws when a text gave no audio (the C API's null result). */
+const NO_AUDIO = 'TTS generation failed';
+
+/**
+ * Speaks `text` with speaker `sid` at `speed`; no samples when the model had nothing to say for it
+ * (no token of the model in it: an emoji, a lone dash, a script it has no symbols for). The call
+ * takes `generationConfig`: given `sid` and `speed` beside the text instead, sherpa-onnx-node reads
+ * that null result as audio and the process dies of a segmentation fault, every thread with it.
+ */
+export function speak(
+  tts: SherpaOfflineTts,
+  text: string,
+  sid: number,
+  speed: number,
+): { samples: Float32Array; sampleRate: number } {
+  try {
+    return tts.generate({ text, generationConfig: { sid, speed } });
+  } catch (err) {
+    if (err instanceof Error && err.message === NO_AUDIO) {
+      return { samples: new Float32Array(0), sampleRate: tts.sampleRate };
+    }
+    throw err;
+  }
 }
 
 interface SherpaModule {

@@ -80,6 +80,12 @@ export function adminRoutes(admin: AdminService, adminToken: string | undefined,
       },
     );
 
+    app.get<{ Params: AccountParams }>(
+      '/admin/accounts/:account/voices/export',
+      { schema: adminSchemas.exportVoices },
+      async (request) => ok(await admin.exportVoices(request.params.account)),
+    );
+
     app.post<{ Params: AccountParams }>(
       '/admin/accounts/:account/voices/import',
       { schema: adminSchemas.importVoice },

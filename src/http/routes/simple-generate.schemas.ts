@@ -16,6 +16,7 @@ const oneShotResult = z.object({
   audio: z.string().describe('The stored MP3'),
   streamUrl: z.string().optional(),
   credit_used: z.number(),
+  srt: z.string().optional().describe('SRT subtitles URL, when the request asked for srt: true'),
 });
 
 const oneShotErrors: ErrorCode[] = [
@@ -32,7 +33,7 @@ const oneShotErrors: ErrorCode[] = [
 ];
 
 const oneShotHeaders =
-  'The MP3 answer is chunked audio/mpeg with X-Service-Audio-Id and X-Service-Response-Data (and the hosted names X-Reecho-Audio-Id, X-Reecho-Response-Data); a failure after the first byte cuts the stream.';
+  'The MP3 answer is chunked audio/mpeg with X-Service-Audio-Id and X-Service-Response-Data (and the hosted names X-Reecho-Audio-Id, X-Reecho-Response-Data; with srt: true both carry the SRT subtitles URL as `srt`); a failure after the first byte cuts the stream.';
 
 /** Schemas of the one-shot synthesis routes. */
 export const oneShotSchemas = {

@@ -41,6 +41,10 @@ const taskDetailSchema = z.object({
     audio: z.string().optional().describe('The finished MP3, once generated'),
     generatedAt: timestamp.optional(),
     request: z.record(z.string(), z.unknown()).optional(),
+    srt: z
+      .string()
+      .optional()
+      .describe('SRT subtitles URL (…/subtitles.srt?auth=…), present when a content asked for srt: true'),
   }),
   credit_used: z.number(),
   billing: z.object({ unit: z.literal('character'), characters: z.int(), credits: z.number() }),

@@ -7,6 +7,7 @@ import * as accountQuotas from './0004-account-quotas.js';
 import * as storageLimits from './0005-storage-limits.js';
 import * as clusterSettings from './0006-cluster-settings.js';
 import * as taskAudioBytes from './0007-task-audio-bytes.js';
+import * as taskTimings from './0008-task-timings.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-foundation': foundation,
@@ -16,4 +17,5 @@ export const migrations: Record<string, Migration> = {
   '0005-storage-limits': storageLimits,
   '0006-cluster-settings': clusterSettings,
   '0007-task-audio-bytes': taskAudioBytes,
+  '0008-task-timings': taskTimings,
 };

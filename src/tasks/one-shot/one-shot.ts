@@ -34,6 +34,8 @@ export interface OneShotResult {
   audio: string;
   streamUrl?: string;
   credit_used: number;
+  /** The SRT subtitles URL, when the request asked for them (`srt: true`). */
+  srt?: string;
 }
 
 /** What the direct form announces in `X-Service-Response-Data` (and its id in `X-Service-Audio-Id`). */
@@ -46,6 +48,8 @@ export interface OneShotAudioInfo {
   credit_used: number;
   billing: TaskDetailView['billing'];
   estimatedDuration: number;
+  /** The SRT subtitles URL, when the request asked for them (`srt: true`); growing while generated. */
+  srt?: string;
 }
 
 /** The direct form's answer: its headers' data, and MP3 bytes that already hold the first chunk. */
@@ -160,6 +164,7 @@ export class OneShotService {
     if (done.status !== 'generated' || audio === undefined) throw this.failure(done);
     const result: OneShotResult = { id: done.id, audio, credit_used: done.credit_used };
     if (withStream) result.streamUrl = this.deps.tasks.liveUrl(done.id, authToken);
+    if (done.metadata.srt !== undefined) result.srt = done.metadata.srt;
     return result;
   }
 
@@ -192,6 +197,7 @@ export class OneShotService {
       credit_used: task.billing.credits,
       billing: task.billing,
       estimatedDuration: task.estimatedDuration,
+      ...(task.metadata.srt !== undefined && { srt: task.metadata.srt }),
     };
     const rest = mp3;
     async function* body(): AsyncIterable<Uint8Array> {
@@ -206,7 +212,7 @@ export class OneShotService {
    * record) once a worker has claimed it (or it failed). When that takes longer than
    * `startTimeoutMs`, cancels the task and throws 503 NO_WORKER_AVAILABLE with Retry-After.
    */
-  private async started(accountId: string, taskId: string, signal: AbortSignal): Promise<StreamTaskView> {
+  async started(accountId: string, taskId: string, signal: AbortSignal): Promise<StreamTaskView> {
     const { startTimeoutMs, tasks } = this.deps;
     const timeout = AbortSignal.timeout(startTimeoutMs);
     const view = () => tasks.streamView(taskId);

@@ -63,6 +63,8 @@ export interface PieceInput {
   text: string;
   voiceId: string;
   params: PieceParams;
+  /** The splitter marker that started the piece (its speaker on subtitles); absent outside splitter mode. */
+  speaker?: string;
 }
 
 export interface ParsedGenerateRequest {
@@ -161,7 +163,9 @@ export function piecesFromSplitter(
   config: SplitterConfig,
   limits: GenerateLimits,
 ): PieceInput[] {
-  return splitterPieces(text, config, limits).map(({ piece }) => piece);
+  return splitterPieces(text, config, limits).map(({ piece, marker }) =>
+    marker === null ? piece : { ...piece, speaker: marker },
+  );
 }
 
 function requestObject(body: unknown): Record<string, unknown> {

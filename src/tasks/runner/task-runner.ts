@@ -25,7 +25,7 @@
 import type { Logger } from 'pino';
 import { encodeContinuous, type ContinuousPiece } from '../../audio/continuous-encoder.js';
 import type { EncoderPool } from '../../audio/encoder-pool.js';
-import { EngineCallError, type SpeechEngine } from '../../audio/engines/engine.js';
+import { audioWithMarks, EngineCallError, type SpeechEngine } from '../../audio/engines/engine.js';
 import { CANONICAL_RATE } from '../../audio/pcm.js';
 import { pcmChunks } from '../../audio/pcm-stream.js';
 import { AppError, isAppError } from '../../errors/app-error.js';
@@ -49,6 +49,8 @@ import {
   type TaskQueue,
 } from '../queue/task-queue.js';
 import type { ClaimOutcome, TaskStore } from '../task-store.js';
+import { TimingCollector, type SentenceTiming } from '../timings/timing-collector.js';
+import type { TimingStore } from '../timings/timing-store.js';
 
 /** A task interrupted this many times (crash, restart) is failed instead of retried again. */
 export const MAX_ATTEMPTS = 3;
@@ -63,6 +65,8 @@ export interface TaskRunnerDeps {
   blobs: BlobStore;
   encoders: EncoderPool;
   engineFor(binding: VoiceBinding): SpeechEngine;
+  /** Where each piece's timed sentences go as they are synthesised; absent = none recorded. */
+  timings?: TimingStore | undefined;
   events: TaskEvents;
   concurrency: number;
   /** Tasks of one account processing at once across every node (ACCOUNT_MAX_CONCURRENT_TASKS); 0 or absent = unlimited. */
@@ -452,6 +456,9 @@ export class TaskRunner {
     const params = JSON.parse(piece.params) as PieceParams;
     const binding = voiceBindingSchema.parse(JSON.parse(piece.binding));
     await store.setPieceStatus(task.id, piece.idx, 'processing', token);
+    // A piece generated again (an earlier delivery died) starts its timings afresh; before its
+    // audio file is started, so a failure here leaves nothing open.
+    await this.deps.timings?.clearPiece(task.id, piece.idx, token);
     const engine = this.deps.engineFor(binding);
     // An instruct/design piece on an engine that delivers MP3 keeps that MP3 unchanged
     // (its per-content stream and stored audio); the PCM decoded from the same call feeds the
@@ -467,6 +474,12 @@ export class TaskRunner {
         : { kind: 'engine' },
     );
     let samples = 0;
+    const { timings } = this.deps;
+    const collector = new TimingCollector(piece.text.length);
+    const record = async (sentences: SentenceTiming[]): Promise<void> => {
+      if (timings !== undefined && sentences.length > 0)
+        await timings.append(task.id, piece.idx, sentences, token);
+    };
     try {
       const request = {
         text: piece.text,
@@ -484,18 +497,26 @@ export class TaskRunner {
         owner: task.account_id,
         startsAt,
       };
+      // Timings are taken before the PCM is written (the writer may hand the array to the encoder)
+      // and recorded after it, so a reader never sees a sentence ahead of its audio.
       if (forwardMp3 === undefined) {
-        for await (const pcm of engine.synthesize(request, signal)) {
-          samples += pcm.length;
-          await writer.append(pcm);
+        for await (const chunk of audioWithMarks(engine, request, signal)) {
+          const sentences = collector.add(chunk);
+          if (chunk.pcm.length > 0) {
+            samples += chunk.pcm.length;
+            await writer.append(chunk.pcm);
+          }
+          await record(sentences);
         }
       } else {
         for await (const { mp3, pcm } of forwardMp3(request, signal)) {
           // The MP3 first: its bytes reach the per-content stream as soon as they arrived.
           if (mp3.length > 0) await writer.appendMp3(mp3);
           if (pcm.length > 0) {
+            const sentences = collector.add({ pcm, marks: [] });
             samples += pcm.length;
             await writer.append(pcm);
+            await record(sentences);
           }
         }
       }
@@ -504,6 +525,8 @@ export class TaskRunner {
       writer.fail(err instanceof Error ? err : new Error(String(err)));
       throw err;
     }
+    // The last sentence ends with the call: recorded once the piece's audio is complete.
+    await record(collector.finish());
     const key = `tasks/${task.id}/contents/${piece.idx}.mp3`;
     const stored = await blobs.put(key, pieceAudio.readCompleteMp3(task.id, piece.idx, signal), 'audio/mpeg');
     // Its size counts against the account's stored task audio (ACCOUNT_MAX_TASK_BYTES).

@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""Writes a tiny Kokoro-, Kitten- or Matcha-shaped text-to-speech model that sherpa-onnx runs, for the tests.
+
+Each folder has the layout sherpa-onnx publishes for its family, with graphs that take the inputs
+and carry the metadata sherpa-onnx's loader of that family reads, and give a tone instead of speech:
+SAMPLES_PER_TOKEN samples per phoneme token (divided by the speed), pitched by speaker. The audio's
+length so follows the text and the speaking rate, and each speaker sounds apart, so tests can check
+real behaviour. All three families phonemize with espeak-ng: `espeak-ng-data/` is a symbolic link
+to an installed espeak-ng data folder (Debian's espeak-ng-data package, by default).
+
+- kokoro: `model.onnx` (inputs tokens, style, speed; output audio), `voices.bin` (one style row per
+  token count and speaker, its first value the speaker's pitch), `tokens.txt`.
+- kitten: the same inputs with `model_type=kitten-tts` metadata and a 2-d `style_dim`.
+- matcha: an acoustic model `model-steps-3.onnx` (inputs x, x_length, noise_scale, length_scale,
+  and sid when there are several speakers; output a mel spectrogram with one band lit per
+  speaker) and a Vocos vocoder `vocos-22khz-univ.onnx` (mel to magnitude and phase of an STFT
+  that sherpa-onnx inverts).
+
+Usage: make-tiny-models.py OUT_DIR --family kokoro|kitten|matcha [--speakers N]
+                           [--espeak-ng-data DIR] [--meta KEY=VALUE]...
+Needs Debian's python3-onnx and espeak-ng-data (scripts/setup-debian.sh installs them); no
+weights are downloaded.
+"""
+import argparse
+import glob
+import math
+import os
+import struct
+
+import onnx
+from onnx import TensorProto, helper
+
+SAMPLES_PER_TOKEN = 512
+# Where Debian's espeak-ng-data package puts it (under the architecture's library folder).
+ESPEAK_DATA = next(iter(sorted(glob.glob("/usr/lib/*/espeak-ng-data"))), "/usr/share/espeak-ng-data")
+# Kokoro's and Kitten's style rows: one per token count up to this (Kokoro's exports use 510).
+MAX_TOKENS = 510
+STYLE_WIDTH = 8
+BASE_PITCH = 220.0
+PITCH_STEP = 110.0
+AMPLITUDE = 0.3
+# Matcha's mel frames per token (hop_length samples each) and mel bands.
+HOP = 256
+N_FFT = 1024
+N_MELS = 8
+
+
+def phoneme_symbols() -> list:
+    """One-code-point symbols espeak-ng's IPA output uses (and the ASCII punctuation around them).
+
+    Printable ASCII, Latin-1 letters and Latin Extended, IPA extensions, spacing modifiers (stress,
+    length), combining diacritics, Greek (θ, β, χ) and phonetic extensions (ᵻ): every phoneme of
+    the languages espeak-ng speaks is one token, so the token count follows the text.
+    """
+    ranges = [(0x21, 0x7E), (0xC0, 0x24F), (0x250, 0x2FF), (0x300, 0x36F), (0x370, 0x3FF), (0x1D00, 0x1DBF)]
+    out = []
+    for lo, hi in ranges:
+        for cp in range(lo, hi + 1):
+            ch = chr(cp)
+            # Unassigned code points and anything a tokens reader could take for a space.
+            if ch.isspace() or not ch.isprintable() and not 0x300 <= cp <= 0x36F:
+                continue
+            out.append(ch)
+    return out
+
+
+def write_tokens(path: str, first: list) -> None:
+    """tokens.txt: `first` (special symbols, the space as " ") with ids 0.., then the phoneme symbols."""
+    symbols = list(first) + [s for s in phoneme_symbols() if s not in first]
+    with open(path, "w", encoding="utf-8") as f:
+        for i, sym in enumerate(symbols):
+            # sherpa-onnx's reader takes a line with only a number as the space's id.
+            f.write(f" {i}\n" if sym == " " else f"{sym} {i}\n")
+
+
+def const(name, dtype, vals, dims=()):
+    return helper.make_tensor(name, dtype, list(dims), vals)
+
+
+# Metadata entries of --meta, over the family's own (not the vocoder's).
+OVERRIDES: dict = {}
+
+
+def finish(graph, meta: dict, overrides: bool = True) -> onnx.ModelProto:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    for k, v in {**meta, **(OVERRIDES if overrides else {})}.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = k, str(v)
+    onnx.checker.check_model(model)
+    return model
+
+
+def style_tone_model(name: str, ids: str, meta: dict) -> onnx.ModelProto:
+    """Kokoro's and Kitten's graph: tokens [1, N], style [1, W], speed [1] -> audio [T].
+
+    T = floor((N - 2) * SAMPLES_PER_TOKEN / speed): the tokens less the start and end ids sherpa-onnx
+    puts around them. The pitch is style[0, 0], the speaker's row of voices.bin.
+    """
+    nodes = [
+        helper.make_node("Shape", [ids], ["ids_shape"]),
+        helper.make_node("Gather", ["ids_shape", "one_i"], ["n_ids"], axis=0),
+        helper.make_node("Sub", ["n_ids", "two_i"], ["n_tokens"]),
+        helper.make_node("Max", ["n_tokens", "one_i"], ["n_tokens_pos"]),
+        helper.make_node("Cast", ["n_tokens_pos"], ["n_tokens_f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["n_tokens_f", "per_token"], ["base_len"]),
+        helper.make_node("Div", ["base_len", "speed"], ["len_f"]),
+        helper.make_node("Floor", ["len_f"], ["len_floor"]),
+        helper.make_node("Cast", ["len_floor"], ["len_i"], to=TensorProto.INT64),
+        helper.make_node("Squeeze", ["len_i"], ["len_s"]),
+        helper.make_node("Range", ["zero_s", "len_s", "one_s"], ["t_i"]),
+        helper.make_node("Cast", ["t_i"], ["t_f"], to=TensorProto.FLOAT),
+        helper.make_node("Slice", ["style", "zero_i2", "one_i2", "axes01"], ["pitch_2d"]),
+        helper.make_node("Reshape", ["pitch_2d", "one_i"], ["pitch"]),
+        helper.make_node("Mul", ["pitch", "two_pi_over_rate"], ["omega"]),
+        helper.make_node("Mul", ["t_f", "omega"], ["phase"]),
+        helper.make_node("Sin", ["phase"], ["wave"]),
+        helper.make_node("Mul", ["wave", "amplitude"], ["audio"]),
+    ]
+    rate = int(meta["sample_rate"])
+    inits = [
+        const("zero_s", TensorProto.INT64, [0]),
+        const("one_s", TensorProto.INT64, [1]),
+        const("one_i", TensorProto.INT64, [1], (1,)),
+        const("two_i", TensorProto.INT64, [2], (1,)),
+        const("zero_i2", TensorProto.INT64, [0, 0], (2,)),
+        const("one_i2", TensorProto.INT64, [1, 1], (2,)),
+        const("axes01", TensorProto.INT64, [0, 1], (2,)),
+        const("per_token", TensorProto.FLOAT, [float(SAMPLES_PER_TOKEN)], (1,)),
+        const("two_pi_over_rate", TensorProto.FLOAT, [2 * math.pi / rate], (1,)),
+        const("amplitude", TensorProto.FLOAT, [AMPLITUDE], (1,)),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [
+            helper.make_tensor_value_info(ids, TensorProto.INT64, [1, "N"]),
+            helper.make_tensor_value_info("style", TensorProto.FLOAT, [1, STYLE_WIDTH]),
+            helper.make_tensor_value_info("speed", TensorProto.FLOAT, [1]),
+        ],
+        [helper.make_tensor_value_info("audio", TensorProto.FLOAT, ["T"])],
+        inits,
+    )
+    return finish(graph, meta)
+
+
+def write_voices(path: str, speakers: int, rows: int) -> None:
+    """voices.bin: float32 [speakers, rows, STYLE_WIDTH]; every row of a speaker starts with its pitch."""
+    with open(path, "wb") as f:
+        for s in range(speakers):
+            row = [BASE_PITCH + PITCH_STEP * s] + [0.0] * (STYLE_WIDTH - 1)
+            f.write(struct.pack(f"<{STYLE_WIDTH * rows}f", *(row * rows)))
+
+
+def speaker_meta(speakers: int) -> dict:
+    return {
+        "n_speakers": speakers,
+        "speaker_names": ",".join(f"tone_{i}" for i in range(speakers)),
+    }
+
+
+def make_kokoro(out: str, speakers: int) -> None:
+    meta = {
+        "model_type": "kokoro",
+        "language": "English",
+        "has_espeak": 1,
+        "sample_rate": 24000,
+        "version": 1,
+        "voice": "en-us",
+        # (token count, 1, style width): sherpa-onnx picks the row of the sentence's token count.
+        "style_dim": f"{MAX_TOKENS},1,{STYLE_WIDTH}",
+        **speaker_meta(speakers),
+        "comment": "tiny Kokoro-shaped test model: a tone per phoneme",
+    }
+    onnx.save(style_tone_model("tiny-kokoro", "tokens", meta), os.path.join(out, "model.onnx"))
+    write_voices(os.path.join(out, "voices.bin"), speakers, MAX_TOKENS)
+    # Kokoro's id 0 ("$") starts and ends each sentence; "." is followed by a space token.
+    write_tokens(os.path.join(out, "tokens.txt"), ["$", " "])
+
+
+def make_kitten(out: str, speakers: int) -> None:
+    meta = {
+        "model_type": "kitten-tts",
+        "language": "English",
+        "has_espeak": 1,
+        "sample_rate": 24000,
+        "version": 1,
+        "voice": "en-us",
+        # One style row per speaker (Kitten's nano exports); sherpa-onnx also takes one per token count.
+        "style_dim": f"1,{STYLE_WIDTH}",
+        **speaker_meta(speakers),
+        "comment": "tiny Kitten-shaped test model: a tone per phoneme",
+    }
+    onnx.save(style_tone_model("tiny-kitten", "input_ids", meta), os.path.join(out, "model.onnx"))
+    write_voices(os.path.join(out, "voices.bin"), speakers, 1)
+    write_tokens(os.path.join(out, "tokens.txt"), ["$", " "])
+
+
+def make_matcha(out: str, speakers: int) -> None:
+    rate = 22050
+    # The acoustic model: x [1, N] -> mel [1, N_MELS, frames], frames = N * length_scale, band sid
+    # lit. A single-speaker model has no sid input, as the published single-speaker Matcha models.
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.INT64, [1, "N"]),
+        helper.make_tensor_value_info("x_length", TensorProto.INT64, [1]),
+        helper.make_tensor_value_info("noise_scale", TensorProto.FLOAT, [1]),
+        helper.make_tensor_value_info("length_scale", TensorProto.FLOAT, [1]),
+    ]
+    if speakers > 1:
+        inputs.append(helper.make_tensor_value_info("sid", TensorProto.INT64, [1]))
+    nodes = [
+        helper.make_node("Shape", ["x"], ["x_shape"]),
+        helper.make_node("Gather", ["x_shape", "one_i"], ["n_tokens"], axis=0),
+        helper.make_node("Cast", ["n_tokens"], ["n_tokens_f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["n_tokens_f", "frames_per_token"], ["frames_base"]),
+        helper.make_node("Mul", ["frames_base", "length_scale"], ["frames_f"]),
+        helper.make_node("Floor", ["frames_f"], ["frames_floor"]),
+        helper.make_node("Cast", ["frames_floor"], ["frames"], to=TensorProto.INT64),
+        helper.make_node("OneHot", ["sid", "n_mels", "off_on"], ["band"], axis=-1),
+        helper.make_node("Reshape", ["band", "band_shape"], ["band_col"]),
+        helper.make_node("Concat", ["one_i", "n_mels", "frames"], ["mel_shape"], axis=0),
+        helper.make_node("Expand", ["band_col", "mel_shape"], ["mel"]),
+    ]
+    inits = [
+        const("one_i", TensorProto.INT64, [1], (1,)),
+        const("n_mels", TensorProto.INT64, [N_MELS], (1,)),
+        const("off_on", TensorProto.FLOAT, [0.0, 1.0], (2,)),
+        const("band_shape", TensorProto.INT64, [1, N_MELS, 1], (3,)),
+        # SAMPLES_PER_TOKEN / HOP frames (of HOP samples each) per token.
+        const("frames_per_token", TensorProto.FLOAT, [float(SAMPLES_PER_TOKEN // HOP)], (1,)),
+    ]
+    if speakers == 1:
+        inits.append(const("sid", TensorProto.INT64, [0], (1,)))
+    graph = helper.make_graph(
+        nodes,
+        "tiny-matcha",
+        inputs,
+        [helper.make_tensor_value_info("mel", TensorProto.FLOAT, [1, N_MELS, "F"])],
+        inits,
+    )
+    meta = {
+        "model_type": "matcha-tts",
+        "language": "English",
+        "voice": "en-us",
+        "has_espeak": 1,
+        "jieba": 0,
+        "sample_rate": rate,
+        "version": 1,
+        "pad_id": 0,
+        "use_eos_bos": 0,
+        **speaker_meta(speakers),
+        "comment": "tiny Matcha-shaped test model: a tone per phoneme",
+    }
+    onnx.save(finish(graph, meta), os.path.join(out, "model-steps-3.onnx"))
+
+    # The vocoder: mel band b lights STFT bin 16 * (b + 1) (a whole number of periods per hop, so
+    # a constant phase of 0 gives a steady tone after the inverse STFT).
+    bins = N_FFT // 2 + 1
+    # sherpa-onnx's inverse STFT (Hann window, overlap-added at a quarter of it, divided by the
+    # windows' sum) turns a bin of magnitude m into a tone of amplitude 8 m / (3 N_FFT).
+    magnitude = AMPLITUDE * 3 * N_FFT / 8
+    weights = [0.0] * (bins * N_MELS)
+    for b in range(N_MELS):
+        weights[(16 * (b + 1)) * N_MELS + b] = magnitude
+    v_nodes = [
+        helper.make_node("MatMul", ["bands_to_bins", "mels"], ["mag"]),
+        helper.make_node("Mul", ["mag", "zero_f"], ["zeros"]),
+        helper.make_node("Add", ["zeros", "one_f"], ["x"]),
+        helper.make_node("Identity", ["zeros"], ["y"]),
+    ]
+    v_inits = [
+        const("bands_to_bins", TensorProto.FLOAT, weights, (bins, N_MELS)),
+        const("zero_f", TensorProto.FLOAT, [0.0], (1,)),
+        const("one_f", TensorProto.FLOAT, [1.0], (1,)),
+    ]
+    spec = [1, bins, "F"]
+    v_graph = helper.make_graph(
+        v_nodes,
+        "tiny-vocos",
+        [helper.make_tensor_value_info("mels", TensorProto.FLOAT, [1, N_MELS, "F"])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, spec) for n in ("mag", "x", "y")],
+        v_inits,
+    )
+    v_meta = {
+        "model_type": "vocos",
+        "n_fft": N_FFT,
+        "hop_length": HOP,
+        "win_length": N_FFT,
+        "center": 1,
+        "normalized": 0,
+        "window_type": "hann",
+        "pad_mode": "reflect",
+    }
+    onnx.save(finish(v_graph, v_meta, overrides=False), os.path.join(out, "vocos-22khz-univ.onnx"))
+    # Matcha's pad ("_", id 0) goes between tokens; "^" and "$" must exist even when unused.
+    write_tokens(os.path.join(out, "tokens.txt"), ["_", "^", "$", " "])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out")
+    parser.add_argument("--family", required=True, choices=["kokoro", "kitten", "matcha"])
+    parser.add_argument("--speakers", type=int, default=2)
+    parser.add_argument("--espeak-ng-data", default=ESPEAK_DATA)
+    parser.add_argument(
+        "--meta", action="append", default=[], metavar="KEY=VALUE", help="set a metadata entry of the model"
+    )
+    args = parser.parse_args()
+    if args.speakers < 1 or (args.family == "matcha" and args.speakers > N_MELS):
+        parser.error(f"--speakers must be 1..{N_MELS} for matcha, at least 1 otherwise")
+    if not os.path.isfile(os.path.join(args.espeak_ng_data, "phontab")):
+        parser.error(f"{args.espeak_ng_data} is not an espeak-ng data folder (install espeak-ng-data)")
+    for entry in args.meta:
+        key, sep, value = entry.partition("=")
+        if not sep:
+            parser.error(f"--meta {entry}: expected KEY=VALUE")
+        OVERRIDES[key] = value
+    os.makedirs(args.out, exist_ok=True)
+    make = {"kokoro": make_kokoro, "kitten": make_kitten, "matcha": make_matcha}[args.family]
+    make(args.out, args.speakers)
+    link = os.path.join(args.out, "espeak-ng-data")
+    if not os.path.lexists(link):
+        os.symlink(os.path.abspath(args.espeak_ng_data), link)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+// Reading model folders of each family without sherpa-onnx (the tests' own tiny Kokoro, Kitten and
+// Matcha models): the family and sherpa-onnx config each layout gets, links followed, and a folder
+// missing what its family needs reported with that reason instead of passing as another family.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { makeTinyModel, TINY_FAMILIES } from '../../../test/helpers/tiny-models.js';
+import { readModel, scanModels, type ScannedModel } from './neural-models.js';
+
+const work = mkdtempSync(join(tmpdir(), 'voicegen-families-'));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+const reasonOf = (m: ScannedModel): string => (m.available ? '(available)' : m.reason);
+
+describe('neural model folders of each family', () => {
+  it('reads each family with its speakers, languages, rate and sherpa-onnx config', async () => {
+    const dir = join(work, 'all');
+    for (const family of TINY_FAMILIES) makeTinyModel(dir, family);
+    const scanned = await scanModels(dir);
+    assert.deepEqual(
+      scanned.map((m) => [m.name, m.available && m.family]),
+      [
+        ['kitten', 'kitten'],
+        ['kokoro', 'kokoro'],
+        ['matcha', 'matcha'],
+      ],
+    );
+    for (const m of scanned) {
+      assert.ok(m.available, reasonOf(m));
+      assert.deepEqual(m.speakers, ['tone_0', 'tone_1']);
+      assert.deepEqual(m.languages, ['en-us', 'en']);
+      assert.equal(m.sampleRate, m.family === 'matcha' ? 22_050 : 24_000);
+    }
+    const [kitten, kokoro, matcha] = scanned;
+    const data = (name: string) => join(dir, name, 'espeak-ng-data');
+    assert.deepEqual(kokoro?.available && kokoro.config, {
+      kokoro: {
+        model: join(dir, 'kokoro', 'model.onnx'),
+        voices: join(dir, 'kokoro', 'voices.bin'),
+        tokens: join(dir, 'kokoro', 'tokens.txt'),
+        dataDir: data('kokoro'),
+        lexicon: '',
+      },
+    });
+    assert.deepEqual(kitten?.available && kitten.config, {
+      kitten: {
+        model: join(dir, 'kitten', 'model.onnx'),
+        voices: join(dir, 'kitten', 'voices.bin'),
+        tokens: join(dir, 'kitten', 'tokens.txt'),
+        dataDir: data('kitten'),
+      },
+    });
+    assert.deepEqual(matcha?.available && matcha.config, {
+      matcha: {
+        acousticModel: join(dir, 'matcha', 'model-steps-3.onnx'),
+        vocoder: join(dir, 'matcha', 'vocos-22khz-univ.onnx'),
+        tokens: join(dir, 'matcha', 'tokens.txt'),
+        dataDir: data('matcha'),
+        lexicon: '',
+      },
+    });
+  });
+
+  it('follows links: a model folder linked into MODELS_DIR, a shared espeak-ng-data/ linked into it', async () => {
+    const store = join(work, 'store');
+    const models = join(work, 'linked');
+    makeTinyModel(store, 'kokoro', 'kokoro-en');
+    // The tiny models link Debian's espeak-ng data, as operators share one copy between models.
+    assert.equal(reasonOf(await readModel(join(store, 'kokoro-en'), 'kokoro-en')), '(available)');
+    makeTinyModel(models, 'kitten');
+    symlinkSync(join(store, 'kokoro-en'), join(models, 'kokoro-en'));
+    // A dangling link is no folder.
+    symlinkSync(join(store, 'gone'), join(models, 'gone'));
+    const scanned = await scanModels(models);
+    assert.deepEqual(
+      scanned.map((m) => [m.name, reasonOf(m)]),
+      [
+        ['kitten', '(available)'],
+        ['kokoro-en', '(available)'],
+      ],
+    );
+  });
+
+  it('reports a folder missing what its family needs, by its model_type, not as a VITS model', async () => {
+    const dir = join(work, 'broken');
+    unlinkSync(join(makeTinyModel(dir, 'kokoro', 'kokoro-no-voices'), 'voices.bin'));
+    unlinkSync(join(makeTinyModel(dir, 'kitten', 'kitten-no-voices'), 'voices.bin'));
+    unlinkSync(join(makeTinyModel(dir, 'matcha', 'matcha-no-vocoder'), 'vocos-22khz-univ.onnx'));
+    unlinkSync(join(makeTinyModel(dir, 'kokoro', 'kokoro-no-espeak'), 'espeak-ng-data'));
+    unlinkSync(join(makeTinyModel(dir, 'kitten', 'kitten-no-espeak'), 'espeak-ng-data'));
+    const matchaNoEspeak = makeTinyModel(dir, 'matcha', 'matcha-no-espeak');
+    unlinkSync(join(matchaNoEspeak, 'espeak-ng-data'));
+    // A lexicon alone does not phonemize an espeak Matcha model.
+    writeFileSync(join(matchaNoEspeak, 'lexicon.txt'), 'hello h e l o\n');
+    makeTinyModel(dir, 'kokoro', 'kokoro-v2', 2, { version: '2' });
+    const scanned = new Map((await scanModels(dir)).map((m) => [m.name, reasonOf(m)]));
+    assert.deepEqual(Object.fromEntries(scanned), {
+      'kitten-no-espeak': 'a Kitten model needs espeak-ng-data/',
+      'kitten-no-voices': "a Kitten model needs voices.bin (its speakers' styles)",
+      'kokoro-no-espeak': 'a Kokoro model needs espeak-ng-data/',
+      'kokoro-no-voices': "a Kokoro model needs voices.bin (its speakers' styles)",
+      'kokoro-v2': 'a multi-lingual Kokoro model (version 2 and later) needs its lexicon*.txt files',
+      'matcha-no-espeak': 'this Matcha model needs espeak-ng-data/',
+      'matcha-no-vocoder':
+        'a Matcha model needs its vocoder in the folder (vocos-*.onnx or hifigan*.onnx, published apart)',
+    });
+    // The multi-lingual Kokoro's lexicons are passed to sherpa-onnx, every one.
+    writeFileSync(join(dir, 'kokoro-v2', 'lexicon-us-en.txt'), 'hello həlˈoʊ\n');
+    writeFileSync(join(dir, 'kokoro-v2', 'lexicon-zh.txt'), '你 n i3\n');
+    const v2 = await readModel(join(dir, 'kokoro-v2'), 'kokoro-v2');
+    assert.ok(v2.available, reasonOf(v2));
+    assert.ok('kokoro' in v2.config);
+    assert.equal(
+      v2.config.kokoro.lexicon,
+      [join(dir, 'kokoro-v2', 'lexicon-us-en.txt'), join(dir, 'kokoro-v2', 'lexicon-zh.txt')].join(','),
+    );
+  });
+});
