@@ -81,13 +81,17 @@ void describe('withMarkup', () => {
     assert.ok(pcm.subarray(400, 400 + pause1).every((s) => s === 0));
     assert.ok(pcm.subarray(400 + pause1 + 500, 400 + pause1 + 500 + pause2).every((s) => s === 0));
     assert.ok(pcm.subarray(0, 400).every((s) => s === 1000));
-    // Marks on the piece's timeline, pointing into the written text.
+    // Marks on the piece's timeline, pointing into the written text; each part starts a sentence
+    // (this engine marks words only), its text without the tags.
     assert.deepEqual(
-      marks.map((m) => [m.sample, text.slice(m.textStart, m.textEnd)]),
+      marks.map((m) => [m.kind, m.sample, text.slice(m.textStart, m.textEnd)]),
       [
-        [0, 'One '],
-        [400 + pause1, ' two'],
-        [400 + pause1 + 500 + pause2, ' thr'],
+        ['sentence', 0, 'One '],
+        ['word', 0, 'One '],
+        ['sentence', 400 + pause1, ' two '],
+        ['word', 400 + pause1, ' two'],
+        ['sentence', 400 + pause1 + 500 + pause2, ' three'],
+        ['word', 400 + pause1 + 500 + pause2, ' thr'],
       ],
     );
   });
@@ -148,9 +152,9 @@ void describe('withMarkup', () => {
       audioWithMarks(withMarkup(engine, { spellSymbols: true }), { text, voice, speechRate: 1 }, signal),
     );
     assert.equal(engine.heard[0]?.text, ' and  so on');
-    // The mark covers " and" — all of it the written "&".
+    // The word mark covers " and" — all of it the written "&".
     assert.deepEqual(
-      marks.map((m) => text.slice(m.textStart, m.textEnd)),
+      marks.filter((m) => m.kind === 'word').map((m) => text.slice(m.textStart, m.textEnd)),
       ['&'],
     );
   });

@@ -29,10 +29,10 @@ export interface MarkupOptions {
   spellSymbols: boolean;
 }
 
-/** One stretch of a piece as the engine gets it. */
+/** One stretch of a piece as the engine gets it (`start`–`end`: where it is written in the piece). */
 type Part =
   | { kind: 'pause'; samples: number }
-  | { kind: 'text'; request: SynthesisRequest; map: SpeakableText | undefined; start: number };
+  | { kind: 'text'; request: SynthesisRequest; map: SpeakableText | undefined; start: number; end: number };
 
 /**
  * The parts of `req`, or undefined when its text has no markup at all (the engine gets the request
@@ -63,6 +63,7 @@ function partsOf(req: SynthesisRequest, options: MarkupOptions): Part[] | undefi
       request: { ...req, text, ...(languages !== undefined && { languages }) },
       map,
       start: segment.start,
+      end: segment.end,
     });
   }
   return changed ? parts : undefined;
@@ -139,8 +140,16 @@ export function withMarkup(engine: SpeechEngine, options: MarkupOptions): Speech
         at += part.samples;
       } else {
         const request = { ...part.request, startsAt };
+        let first = true;
         for await (const chunk of audioWithMarks(engine, request, signal)) {
-          yield { pcm: chunk.pcm, marks: chunk.marks.map((m) => pieceMark(m, at, part)) };
+          const marks = chunk.marks.map((m) => pieceMark(m, at, part));
+          // The part starts a sentence where the engine marks none there (an engine without
+          // marks): so timings and subtitles of a piece cut at its pauses know where each part
+          // starts and which written text it says, the tags left out.
+          if (first && !chunk.marks.some((m) => m.kind === 'sentence' && m.sample === 0))
+            marks.unshift({ kind: 'sentence', sample: at, textStart: part.start, textEnd: part.end });
+          first = false;
+          yield { pcm: chunk.pcm, marks };
           at += chunk.pcm.length;
         }
       }
