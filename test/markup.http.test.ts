@@ -185,6 +185,30 @@ describe('inline markup', () => {
     near(paused.whole - 2 * once.whole, 2, 'remote with a pause');
   });
 
+  it('a pause is a gap between sentences in the timestamps, and never a sentence’s text', async () => {
+    for (const voiceId of [espeak, flite, remote]) {
+      const id = await createTask(t.app, t.key, [{ text: tagged('[pause:2s]'), voiceId }]);
+      await waitForTask(t.app, t.accountId, id);
+      const res = await t.app.http.inject({
+        method: 'GET',
+        url: `/api/tts/generate/${id}/timestamps.json`,
+        headers: bearer(t.key),
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      const { sentences } = res.json<{ sentences: { start: number; end: number; text: string }[] }>();
+      const texts = sentences.map((s) => s.text);
+      assert.ok(
+        texts.every((s) => !s.includes('[pause')),
+        `${voiceId}: ${JSON.stringify(texts)}`,
+      );
+      const gaps = sentences.slice(1).map((s, i) => s.start - (sentences[i]?.end ?? 0));
+      assert.ok(
+        gaps.some((g) => g >= 2),
+        `${voiceId}: gaps ${JSON.stringify(gaps)} between ${JSON.stringify(texts)}`,
+      );
+    }
+  });
+
   it('unknown tags are spoken, not refused', async () => {
     const tag = await taskSeconds([{ text: 'Hello <Narrator> world.', voiceId: espeak }]);
     const none = await taskSeconds([{ text: 'Hello world.', voiceId: espeak }]);
