@@ -20,7 +20,7 @@ const noFocusedTests = [
  * src/main.ts and src/cli/ (the CLI's entry points).
  */
 export const floors = [
-  ['common', 'errors', 'config'],
+  ['common', 'errors', 'config', 'text'],
   ['storage', 'audio'],
   ['voices', 'splitter'],
   ['tasks'],

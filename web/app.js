@@ -353,6 +353,8 @@ let textHadMarkers = null;
 let splitterChosenByUser = false;
 /** The pause tag every splitter reads as silence, never as a marker (`[pause:1.5s]`, `[pause:300ms]`). */
 const PAUSE_TAG = /^\[pause:\d+(?:\.\d+)?m?s\]$/;
+/** SSML's break, a pause tag too (`<break time="2s"/>`), whatever its case. */
+const BREAK_TAG = /^<break(?:\s+[A-Za-z_:][\w:.-]*\s*=\s*(?:"[^"<>]*"|'[^'<>]*'))*\s*\/?>$/i;
 
 /**
  * The markers of a splitter `config` that `text` holds, as generation would find them: placeholder
@@ -370,7 +372,7 @@ function markersIn(config, text) {
       const end = text.indexOf(close, at + open.length);
       if (end === -1) break;
       const span = text.slice(at, end + close.length);
-      if (!PAUSE_TAG.test(span)) found.add(span);
+      if (!PAUSE_TAG.test(span) && !BREAK_TAG.test(span)) found.add(span);
       at = text.indexOf(open, end + close.length);
     }
   }

@@ -322,6 +322,32 @@ const cases: Array<{ name: string; config: unknown; text: string; want: Row[] }>
     text: '',
     want: [],
   },
+  {
+    name: 'a pause tag stays in its utterance, never a bracket marker, whatever the marks',
+    config: {
+      fallbackConfig: F,
+      splitterMarks: ['[]', '<>'],
+      lookupTable: {
+        pause: { tags: ['pause:1s', 'pause', 'break'], voiceId: 'p' },
+        a: { tags: ['A'], ...A },
+      },
+    },
+    text: '<A>Hi [pause:1s] there <break time="500ms"/> you. [pause] <A>Again.',
+    want: [
+      ['Hi [pause:1s] there <break time="500ms"/> you.', { ...F, ...A }, '<A>'],
+      // `[pause]` is not a pause tag: an ordinary bracket marker, here with nothing to speak.
+      ['Again.', { ...F, ...A }, '<A>'],
+    ],
+  },
+  {
+    name: 'a placeholder key inside a pause tag does not count; keys around it do',
+    config: { '<A>': A, '<B>': B, pause: B, '1s': B },
+    text: '<A>One [pause:1s] two<B>Three [pause:250ms]',
+    want: [
+      ['One [pause:1s] two', A, '<A>'],
+      ['Three [pause:250ms]', B, '<B>'],
+    ],
+  },
 ];
 
 function rows(utterances: Utterance[]): Row[] {

@@ -6,7 +6,9 @@
  * 2. otherwise an open character of a `splitterMarks` pair followed later by its close character
  *    forms a bracket marker; its inner text, split on `,`, `|` or whitespace (empty tags dropped), is
  *    matched against lookupTable entries in declaration order, the first match winning.
- * Markers are never spoken; utterance text is trimmed and empty utterances are dropped.
+ * Markers are never spoken; utterance text is trimmed and empty utterances are dropped. Pause tags
+ * (`[pause:1s]`, `<break time="1s"/>`, src/text/markup.ts) are never markers: they stay in the
+ * utterance's text, whatever the config's keys and marks.
  * Text, placeholder keys and lookup tags are compared in Unicode normal form C (NFC), so a marker
  * typed decomposed matches one saved composed; utterance texts and markers come out in NFC.
  *
@@ -40,6 +42,7 @@
  * multiply per-marker work (binding params, matching tags) without limit.
  */
 import { AppError } from '../errors/app-error.js';
+import { pauseTagAt } from '../text/markup.js';
 import {
   isPlainRecord,
   placeholderEntries,
@@ -361,6 +364,13 @@ export function splitText(written: string, config: SplitterConfig, options: Spli
 
   let i = 0;
   while (i < text.length) {
+    // A pause tag is text of the utterance (the engines make it silence), never a marker: its
+    // brackets are not a span, and keys inside it do not count.
+    const pause = pauseTagAt(text, i);
+    if (pause !== null) {
+      i = pause.end;
+      continue;
+    }
     const keyLength = keyLengthAt?.[i] ?? 0;
     if (keyLength > 0) {
       countMarker();

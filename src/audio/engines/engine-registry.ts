@@ -21,6 +21,7 @@ import type { VoiceLanguages } from './language-decision.js';
 import { fliteProvider } from './flite.provider.js';
 import { neuralProvider } from './neural.provider.js';
 import { CALIBRATION_TEXT, collectPcm, LoudnessGains, withLoudnessMatching } from './loudness-gain.js';
+import { withMarkup } from './markup-engine.js';
 import type { RemoteEndpoint } from './openai.engine.js';
 import {
   languageMatches,
@@ -136,7 +137,10 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
         const matched = calibrated.has(binding.engine)
           ? withLoudnessMatching(engine, (b, signal) => gains.gainFor(b, signal))
           : engine;
-        wrapped = withCallDeadline(matched, instance.engineId(binding), timeouts.callMs);
+        // Pause tags and symbols are read above the gain (silence stays exact zeros) and within
+        // the call's deadline (a piece cut at its pauses is still one call).
+        const marked = withMarkup(matched, { spellSymbols: binding.engine !== remoteProvider.id });
+        wrapped = withCallDeadline(marked, instance.engineId(binding), timeouts.callMs);
         bounded.set(engine, wrapped);
       }
       return wrapped;

@@ -298,6 +298,31 @@ for (const c of CASES) {
       }
     });
 
+    it('makes a pause tag exact silence between the audio of the text around it', async () => {
+      remoteMode = 'ok';
+      const speak = (text: string) =>
+        collect(registry, { text, voice: c.speak, speechRate: 1 }, new AbortController().signal);
+      const [first, second] = ['Hello there, my friend.', 'How are you today?'];
+      const written = `${first} [pause:1s] ${second}`;
+      const a = await speak(first);
+      const b = await speak(second);
+      const both = await speak(written);
+      // The engines repeat themselves to a few samples from call to call.
+      assert.ok(Math.abs(both.total - a.total - b.total - CANONICAL_RATE) <= 50, `${both.total} samples`);
+      const pcm = new Int16Array(both.total);
+      for (const ch of both.chunks) pcm.set(ch.pcm, ch.start);
+      const silence = pcm.subarray(a.total + 25, a.total + CANONICAL_RATE - 25);
+      assert.ok(
+        silence.every((s) => s === 0),
+        'digital silence where the tag was',
+      );
+      const tag = written.indexOf('[pause');
+      for (const m of both.marks) {
+        assert.ok(m.textEnd <= tag || m.textStart >= tag + '[pause:1s]'.length, 'no mark inside the tag');
+        if (m.textStart >= tag) assert.ok(m.sample >= a.total + CANONICAL_RATE - 50, 'after the pause');
+      }
+    });
+
     it('stops with the abort reason when aborted mid-stream', async () => {
       remoteMode = 'stall';
       const ac = new AbortController();
