@@ -216,6 +216,15 @@ describe('console subtitles and read-along in Chromium', { skip: chromiumMissing
     );
     await untilAudio(page, `!el.paused && el.currentTime > ${String(target.start)}`, 5_000);
     await page.evaluate(`document.getElementById('audio').pause()`);
+
+    // One tab stop for the text: the word clicked; arrow keys move to the next and previous words.
+    const focused = `[...document.querySelectorAll('#readalong .word')].indexOf(document.activeElement)`;
+    assert.equal(await page.evaluate<number>(focused), 12);
+    await page.keyboard.press('ArrowRight');
+    assert.equal(await page.evaluate<number>(focused), 13);
+    await page.keyboard.press('Home');
+    assert.equal(await page.evaluate<number>(focused), 0);
+    assert.equal(await page.locator('#readalong .word[tabindex="0"]').count(), 1);
   });
 
   test('SRT and WebVTT download links', async () => {

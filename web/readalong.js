@@ -150,7 +150,9 @@ export function createReadAlong({ audio, api, voiceName, speakerClass, playFrom 
     let stamps;
     try {
       stamps = await api('GET', `${s.base}/timestamps.json`);
-    } catch {
+    } catch (err) {
+      // The task is gone (deleted meanwhile): nothing more to read. Any other failure is retried.
+      if (err.status === 404) return;
       stamps = null;
     }
     if (state !== s) return;
@@ -171,10 +173,9 @@ export function createReadAlong({ audio, api, voiceName, speakerClass, playFrom 
     const same = (a, b) => b !== undefined && a.start === b.start && a.text === b.text;
     if (!known.every((sentence, n) => same(sentence, stamps.sentences[n]))) {
       // Not a continuation (a piece generated again): start over from this answer.
-      const { id, detail } = state;
-      state.id = null;
-      show(id, detail);
-      state.live = true;
+      emptyLiveTrack();
+      Object.assign(state, { sentences: [], sentenceNodes: [], marks: [], lines: [], current: null });
+      drawLines();
       return apply(stamps);
     }
     const contents = state.detail.metadata.contents;
@@ -348,7 +349,13 @@ export function createReadAlong({ audio, api, voiceName, speakerClass, playFrom 
   });
   liveTrack.addEventListener('cuechange', tick);
 
-  // One tab stop for the whole text; arrow keys move between its words (a toolbar's keys).
+  // One tab stop for the whole text; arrow keys move between its words (a toolbar's keys). The
+  // word last focused, by keys or by a click, is the one Tab comes back to.
+  view.addEventListener('focusin', (event) => {
+    if (!event.target.classList.contains('word')) return;
+    for (const word of view.querySelectorAll('.word[tabindex="0"]')) word.tabIndex = -1;
+    event.target.tabIndex = 0;
+  });
   view.addEventListener('keydown', (event) => {
     const words = [...view.querySelectorAll('.word')];
     const at = words.indexOf(document.activeElement);
