@@ -192,7 +192,14 @@ describe('console subtitles and read-along in Chromium', { skip: chromiumMissing
             && document.querySelectorAll('#readalong .word.playing').length === 1;
         })()`,
         5_000,
-      );
+      ).catch(async (err: unknown) => {
+        const seen = await page.evaluate<unknown>(`({
+          currentTime: document.getElementById('audio').currentTime,
+          paused: document.getElementById('audio').paused,
+          playing: document.querySelector('#readalong .word.playing')?.textContent ?? null,
+        })`);
+        throw new Error(`word ${String(n)} ${JSON.stringify(word)}: ${JSON.stringify(seen)}`, { cause: err });
+      });
       assert.equal(await page.locator('#readalong .word.playing').innerText(), word.text);
       // The caption shows that sentence's cue.
       const sentence = stamps.sentences[word.sentence];
@@ -241,6 +248,39 @@ describe('console subtitles and read-along in Chromium', { skip: chromiumMissing
     }
   });
 
+  test('a voice timed per sentence: the sentence playing is marked', async () => {
+    const flite = await t.app.services.voices.create(t.accountId, {
+      name: 'Susan',
+      engine: { engine: 'flite', voice: 'slt' },
+    });
+    const res = await fetch(`${t.baseUrl}/api/tts/generate`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        contents: [{ type: 'text', voiceId: flite.id, text: 'The lamp was lit. The ship came home.' }],
+      }),
+    });
+    assert.equal(res.status, 200);
+    const id = ((await res.json()) as { data: { id: string } }).data.id;
+    while ((await status(id)) !== 'generated') await sleep(200);
+    const stamps = await call<Stamps>(`/api/tts/generate/${id}/timestamps.json`);
+    assert.equal(stamps.sentences.length, 2);
+    assert.equal(stamps.words.length, 0, 'Flite is timed per sentence');
+    await page.reload();
+    await page.locator('#tasks li').first().getByRole('button', { name: 'Play' }).click();
+    await untilAudio(page, `el.src.includes('audio.mp3') && el.readyState >= 1`, 15_000);
+    await untilAudio(page, `el.querySelector('track')?.readyState === 2`, 15_000);
+    await page.evaluate(`document.getElementById('audio').pause()`);
+    assert.equal(await page.locator('#readalong .word').count(), 2, 'one button per sentence');
+    const second = stamps.sentences[1];
+    assert.ok(second);
+    await page.evaluate(`document.getElementById('audio').currentTime = ${String(second.start)}`);
+    await page.locator('#readalong .sentence.playing .word.playing').waitFor();
+    assert.equal(await page.locator('#readalong .word.playing').innerText(), second.text);
+    assert.equal(await page.locator('#readalong .line strong').count(), 0, 'one voice: no names');
+    await page.locator('#player').screenshot({ path: join(OUTPUT, '3-sentences.png') });
+  });
+
   test('the read-along fits a narrow page', async () => {
     await page.setViewportSize(NARROW);
     await sleep(300);
@@ -249,7 +289,7 @@ describe('console subtitles and read-along in Chromium', { skip: chromiumMissing
     );
     assert.ok(fit.page <= fit.width, 'no sideways scrolling');
     await page.locator('#readalong-box').scrollIntoViewIfNeeded();
-    await page.locator('#player').screenshot({ path: join(OUTPUT, '3-narrow.png') });
+    await page.locator('#player').screenshot({ path: join(OUTPUT, '4-narrow.png') });
     await page.setViewportSize(WIDE);
   });
 

@@ -9,6 +9,12 @@
 const $ = (id) => document.getElementById(id);
 /** How often a generating task's timestamps are asked for. */
 const LIVE_POLL_MS = 1000;
+/**
+ * Added to the element's position before it is matched to times: Chromium reports a seek to a
+ * word's start (times are whole milliseconds) truncated to the microsecond below it, 2.026 as
+ * 2.025999, which would mark the word before, or nothing, instead of the word sought.
+ */
+const POSITION_SLACK = 0.0005;
 
 function element(tag, attributes = {}, ...children) {
   const node = document.createElement(tag);
@@ -300,8 +306,8 @@ export function createReadAlong({ audio, api, voiceName, speakerClass, playFrom 
   /** Marks the word playing and shows the cue playing; touches the page only when they change. */
   function tick() {
     if (state === null) return;
-    const time = audio.currentTime;
-    const started = !audio.paused || time > 0;
+    const time = audio.currentTime + POSITION_SLACK;
+    const started = !audio.paused || audio.currentTime > 0;
     const mark = started ? markAt(time) : null;
     if (mark !== state.current) {
       const before = state.current;
