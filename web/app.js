@@ -1,5 +1,7 @@
 // voicegen web console: plain ES module, no build step, no CDN. Talks to the service's own API
 // with the API key kept in this tab's session storage (never localStorage, never a cookie).
+import { createReadAlong } from './readalong.js';
+
 const KEY_STORAGE = 'voicegen.key';
 const $ = (id) => document.getElementById(id);
 
@@ -813,6 +815,7 @@ function unloadAudio() {
 function stopPlayer() {
   clearTimeout(playing.timer);
   unloadAudio();
+  reader.clear();
   playing = emptyPlayer(null, false);
   $('player').hidden = true;
   $('play-gate').hidden = true;
@@ -1001,6 +1004,23 @@ function seekTo(index) {
 }
 
 /**
+ * Plays from `time` once the element can reach it (a live stream: what it has received); otherwise
+ * says that `what` is not generated yet.
+ */
+function playFrom(time, what) {
+  if (!canSeek(time)) {
+    $('player-note').textContent = `${what} cannot be played yet: it is still being generated.`;
+    return;
+  }
+  $('player-note').textContent = '';
+  audio.currentTime = time;
+  startPlayback();
+}
+
+/** Subtitles and read-along of the task in the player. */
+const reader = createReadAlong({ audio, api, voiceName: taskVoiceName, speakerClass, playFrom });
+
+/**
  * Shows a task in the player and scrolls the player into view; with `play` (a click asked for it)
  * its audio starts as soon as the task streams. While generated, the player plays its live full
  * stream; once finished, its stored MP3.
@@ -1015,6 +1035,7 @@ async function openPlayer(id, { play = false } = {}) {
   for (const node of ['player-note', 'now-playing', 'player-status']) $(node).textContent = '';
   $('timeline').replaceChildren();
   $('pieces').replaceChildren();
+  reader.clear();
   await refreshPlayer(true);
   // Scrolled once its timeline is drawn: before, the page may be too short to bring it up.
   if (playing.id !== id) return;
@@ -1044,6 +1065,7 @@ async function refreshPlayer(first = false) {
     `Task ${id.slice(0, 8)}: ${detail.status}${detail.error ? ` — ${detail.error}` : ''}`;
   if (first) $('pieces-box').open = detail.metadata.contents.length <= OPEN_PIECES;
   drawTimeline(detail);
+  reader.show(id, detail);
   const finished = detail.metadata.audio;
   if (finished) {
     $('download').href = finished;
