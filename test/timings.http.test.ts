@@ -120,7 +120,7 @@ describe('subtitles and timestamps', () => {
         text:
           '<Ann>Good morning, Bob. The weather is lovely today.' +
           '<Bob>Is it? I had not noticed.' +
-          '<Ann>Let us walk to the river.',
+          '<Ann>Let us walk to the river. [pause:1.5s] It is not far.',
         splitter: {
           '<Ann>': { voiceId: voiceA, interval: 1, srt: true },
           '<Bob>': { voiceId: voiceB, interval: 1 },
@@ -163,7 +163,7 @@ describe('subtitles and timestamps', () => {
       assert.deepEqual(snapshot.sentences, final.sentences.slice(0, snapshot.sentences.length), 'a prefix');
     }
 
-    // Sentences: five in three contents, with voice and speaker.
+    // Sentences: six in three contents (a pause tag between the last two), with voice and speaker.
     assert.deepEqual(
       final.sentences.map((s) => [s.content, s.speaker, s.text]),
       [
@@ -172,18 +172,22 @@ describe('subtitles and timestamps', () => {
         [1, '<Bob>', 'Is it?'],
         [1, '<Bob>', 'I had not noticed.'],
         [2, '<Ann>', 'Let us walk to the river.'],
+        [2, '<Ann>', 'It is not far.'],
       ],
     );
     assert.deepEqual(
       final.sentences.map((s) => s.voiceId),
-      [voiceA, voiceA, voiceB, voiceB, voiceA],
+      [voiceA, voiceA, voiceB, voiceB, voiceA, voiceA],
     );
     // Words (espeak times them): ordered, not overlapping, inside their sentence.
     for (const s of final.sentences) {
       assert.ok(s.end > s.start, `${s.text} has a span`);
       let previous = s.start;
       for (const w of s.words) {
-        assert.ok(w.start >= previous && w.end >= w.start && w.end <= s.end, `${w.text} in ${s.text}`);
+        assert.ok(
+          w.start >= previous && w.end >= w.start && w.end <= s.end,
+          `${w.text} in ${s.text}: ${JSON.stringify(s)}`,
+        );
         previous = w.end;
       }
     }
@@ -215,6 +219,14 @@ describe('subtitles and timestamps', () => {
       near(last.end, gap.start, `end of content ${content} in the full audio`);
       near(next.start, gap.end, `start of content ${content + 1} in the full audio`);
     }
+    // The pause tag is a silence of its own: the sentences around it end and start at its edges.
+    const [beforePause, afterPause] = final.sentences.slice(4);
+    assert.ok(beforePause !== undefined && afterPause !== undefined);
+    const pause = gaps.find((g) => g.start < afterPause.start && g.end > beforePause.end);
+    assert.ok(pause !== undefined, `the pause is a silence: ${JSON.stringify(gaps)}`);
+    assert.ok(pause.end - pause.start >= 1.5, `the pause lasts 1.5 s or more: ${JSON.stringify(pause)}`);
+    near(beforePause.end, pause.start, 'end of the sentence before the pause');
+    near(afterPause.start, pause.end, 'start of the sentence after the pause');
 
     // Each content's own MP3: its times start at its own first sample.
     for (const content of task.metadata.contents) {

@@ -96,6 +96,34 @@ void describe('withMarkup', () => {
     );
   });
 
+  void it('places the marks of a call in several chunks at their part’s start, not their chunk’s', async () => {
+    // Two chunks of 100 samples a call; the second word's mark counts from the call's start.
+    const engine: SpeechEngine = {
+      async *synthesize() {
+        yield new Int16Array(200).fill(1000);
+      },
+      async *synthesizeWithMarks(req) {
+        yield {
+          pcm: new Int16Array(100).fill(1000),
+          marks: [{ kind: 'word', sample: 0, textStart: 0, textEnd: 1 }],
+        };
+        yield {
+          pcm: new Int16Array(100).fill(1000),
+          marks: [{ kind: 'word', sample: 150, textStart: 2, textEnd: req.text.length }],
+        };
+      },
+    };
+    const text = 'a bc [pause:1s] d ef';
+    const { marks } = await collect(
+      audioWithMarks(withMarkup(engine, { spellSymbols: false }), { text, voice, speechRate: 1 }, signal),
+    );
+    const second = 200 + CANONICAL_RATE;
+    assert.deepEqual(
+      marks.filter((m) => m.kind === 'word').map((m) => m.sample),
+      [0, 150, second, second + 150],
+    );
+  });
+
   void it('spells symbols for built-in engines and keeps them for remote ones, tags left out', async () => {
     const text = 'Is 5 < 6 > 2? [pause:1s] I <3 you & him.';
     const built = recordingEngine();

@@ -140,14 +140,16 @@ export function withMarkup(engine: SpeechEngine, options: MarkupOptions): Speech
         at += part.samples;
       } else {
         const request = { ...part.request, startsAt };
+        // The engine's marks count from the start of its call: the part's place in the piece.
+        const partAt = at;
         let first = true;
         for await (const chunk of audioWithMarks(engine, request, signal)) {
-          const marks = chunk.marks.map((m) => pieceMark(m, at, part));
+          const marks = chunk.marks.map((m) => pieceMark(m, partAt, part));
           // The part starts a sentence where the engine marks none there (an engine without
           // marks): so timings and subtitles of a piece cut at its pauses know where each part
           // starts and which written text it says, the tags left out.
           if (first && !chunk.marks.some((m) => m.kind === 'sentence' && m.sample === 0))
-            marks.unshift({ kind: 'sentence', sample: at, textStart: part.start, textEnd: part.end });
+            marks.unshift({ kind: 'sentence', sample: partAt, textStart: part.start, textEnd: part.end });
           first = false;
           yield { pcm: chunk.pcm, marks };
           at += chunk.pcm.length;
