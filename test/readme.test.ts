@@ -99,10 +99,10 @@ function scriptOf(blocks: readonly FencedBlock[]): string {
   ].join('\n');
 }
 
-/** The files the blocks write with `-o NAME.mp3`. */
-function mp3Outputs(blocks: readonly FencedBlock[]): string[] {
+/** The audio files the blocks write with `-o NAME.mp3` or `-o NAME.wav`. */
+function audioOutputs(blocks: readonly FencedBlock[]): string[] {
   const names = blocks.flatMap((b) =>
-    [...b.body.matchAll(/\s-o\s+"?([\w./-]+\.mp3)"?/g)].map((m) => m[1] ?? ''),
+    [...b.body.matchAll(/\s-o\s+"?([\w./-]+\.(?:mp3|wav))"?/g)].map((m) => m[1] ?? ''),
   );
   return [...new Set(names)];
 }
@@ -183,7 +183,7 @@ void describe('README shell blocks: running them', () => {
   });
   after(() => rmSync(dir, { recursive: true, force: true }));
 
-  void it('every block exits 0 against the service the start block starts, and writes real MP3s', async () => {
+  void it('every block exits 0 against the service the start block starts, and writes real MP3 and WAV files', async () => {
     const problem = buildProblem(root);
     assert.equal(problem, undefined, `the README's \`npm start\` needs a fresh build: ${problem ?? ''}`);
     const script = join(dir, 'readme.sh');
@@ -242,14 +242,14 @@ void describe('README shell blocks: running them', () => {
       await endGroup(group);
     }
 
-    const outputs = mp3Outputs(blocks);
+    const outputs = audioOutputs(blocks);
     assert.ok(outputs.includes('dialogue.mp3'), 'the main flow saves the dialogue');
     for (const name of outputs) {
       const path = join(project, name);
       assert.ok(existsSync(path), `${name} was written`);
       const bytes = readFileSync(path);
       const info = await probeAudio(bytes);
-      assert.equal(info.codec, 'mp3', name);
+      assert.equal(info.codec, name.endsWith('.wav') ? 'pcm_s16le' : 'mp3', name);
       assert.ok(info.durationSeconds > 0.3, `${name}: ${info.durationSeconds} s of audio`);
       assert.equal(await ffmpegErrors(bytes), '', `${name} decodes cleanly`);
     }
