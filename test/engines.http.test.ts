@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs } from './helpers/audio-check.js';
 import { runCli } from './helpers/cli.js';
-import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
+import { bearer, createVoice, startTestApp, type TestApp } from './helpers/test-app.js';
 
 interface Answer<T> {
   status: number;
@@ -130,18 +130,6 @@ describe('voice catalogue API', () => {
     assert.equal(refused.json<{ code: string }>().code, 'VALIDATION_INVALID_VALUE');
   });
 
-  /** Creates a voice of `engine`'s binding; its id. */
-  const createVoice = async (name: string, engine: Record<string, unknown>): Promise<string> => {
-    const res = await t.app.http.inject({
-      method: 'POST',
-      url: '/api/voice',
-      headers: bearer(t.key),
-      payload: { name, engine },
-    });
-    assert.equal(res.statusCode, 200, res.body);
-    return res.json<{ data: { id: string } }>().data.id;
-  };
-
   /** Creates a task of `contents` and reads its full-task stream (live while it is generated). */
   const streamTask = async (contents: object[]): Promise<Buffer> => {
     const res = await t.app.http.inject({
@@ -173,7 +161,10 @@ describe('voice catalogue API', () => {
     const slt = flite.find((v) => v.id === 'slt');
     assert.deepEqual(slt?.binding, { engine: 'flite', voice: 'slt' });
     assert.deepEqual([slt?.gender, slt?.sampleRate, slt?.languages[0]], ['female', 16000, 'en-us']);
-    const voiceId = await createVoice('Susan', { engine: 'flite', voice: 'slt' });
+    const voiceId = await createVoice(t.app, t.key, {
+      name: 'Susan',
+      engine: { engine: 'flite', voice: 'slt' },
+    });
     const refused = await t.app.http.inject({
       method: 'POST',
       url: '/api/voice',
@@ -193,8 +184,14 @@ describe('voice catalogue API', () => {
   });
 
   it('a dialogue of an espeak and a Flite voice streams as one continuous clean MP3', async () => {
-    const espeak = await createVoice('Eve', { engine: 'espeak', voice: 'en-us' });
-    const flite = await createVoice('Ralph', { engine: 'flite', voice: 'rms' });
+    const espeak = await createVoice(t.app, t.key, {
+      name: 'Eve',
+      engine: { engine: 'espeak', voice: 'en-us' },
+    });
+    const flite = await createVoice(t.app, t.key, {
+      name: 'Ralph',
+      engine: { engine: 'flite', voice: 'rms' },
+    });
     const bytes = await streamTask([
       { type: 'text', text: 'Hello Ralph, how was the trip?', voiceId: espeak, interval: 0.3 },
       { type: 'text', text: 'Long, but the mountains were beautiful.', voiceId: flite, interval: 0.3 },

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs } from './helpers/audio-check.js';
-import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
+import { bearer, createVoice, startTestApp, type TestApp } from './helpers/test-app.js';
 import { makeTinyModel, TINY_FAMILIES, TINY_MODEL_AUDIO, type TinyFamily } from './helpers/tiny-models.js';
 import { makeTinyVits } from './helpers/tiny-vits.js';
 
@@ -80,16 +80,6 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
     const res = await t.app.http.inject({ method: 'GET', url, headers: bearer(t.key) });
     assert.equal(res.statusCode, 200, res.body);
     return res.json<{ data: T }>().data;
-  };
-  const createVoice = async (name: string, engine: Record<string, unknown>): Promise<string> => {
-    const res = await t.app.http.inject({
-      method: 'POST',
-      url: '/api/voice',
-      headers: bearer(t.key),
-      payload: { name, engine },
-    });
-    assert.equal(res.statusCode, 200, res.body);
-    return res.json<{ data: { id: string } }>().data.id;
   };
   const oneShot = (text: string, voiceId: string) =>
     fetch(`${t.baseUrl}/api/tts/simple-generate.mp3?${new URLSearchParams({ text, voiceId }).toString()}`, {
@@ -190,8 +180,14 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
 
   for (const family of TINY_FAMILIES) {
     it(`a ${FAMILY_NAMES[family]} voice speaks a one-shot and a task as MP3, as long as the text, in its own tone`, async () => {
-      const first = await createVoice(`${family} 0`, { engine: 'neural', model: family, voice: 'tone_0' });
-      const second = await createVoice(`${family} 1`, { engine: 'neural', model: family, voice: 'tone_1' });
+      const first = await createVoice(t.app, t.key, {
+        name: `${family} 0`,
+        engine: { engine: 'neural', model: family, voice: 'tone_0' },
+      });
+      const second = await createVoice(t.app, t.key, {
+        name: `${family} 1`,
+        engine: { engine: 'neural', model: family, voice: 'tone_1' },
+      });
       const short = 'Hello there, how are you today?';
       const res = await oneShot(short, first);
       assert.equal(res.status, 200);
@@ -224,7 +220,10 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
       ['tone_0'],
     );
     const text = 'Good morning to all of you.';
-    const res = await oneShot(text, await createVoice('One', voices[0]?.binding ?? {}));
+    const res = await oneShot(
+      text,
+      await createVoice(t.app, t.key, { name: 'One', engine: voices[0]?.binding ?? {} }),
+    );
     assert.equal(res.status, 200);
     assertPitch(await assertSpoken(Buffer.from(await res.arrayBuffer()), 'matcha', text), 'matcha', 0);
   });
@@ -232,7 +231,7 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
   it('a multi-lingual Kokoro speaks Chinese from its lexicon', async () => {
     const [voice] = await get<Voice[]>('/api/engines/voices?engine=kokoro-multi');
     assert.deepEqual(voice?.languages, ['en-us', 'en', 'zh']);
-    const voiceId = await createVoice('Multi', voice?.binding ?? {});
+    const voiceId = await createVoice(t.app, t.key, { name: 'Multi', engine: voice?.binding ?? {} });
     // 你好 and 你们好, twice: 2 × (5 + 8) phonemes of the lexicon, 512 samples each.
     const text = '你好，你们好。你好，你们好。';
     const res = await oneShot(text, voiceId);
@@ -261,7 +260,10 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
       ['matcha', 'tone_0'],
       ['kokoro', 'tone_0'],
     ]) {
-      const voiceId = await createVoice(`Nothing ${model}`, { engine: 'neural', model, voice });
+      const voiceId = await createVoice(t.app, t.key, {
+        name: `Nothing ${model}`,
+        engine: { engine: 'neural', model, voice },
+      });
       for (const text of ['😀', '—']) {
         const spoken = await oneShot(text, voiceId);
         assert.equal(spoken.status, 200, `${model}: ${text}`);
@@ -277,7 +279,10 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
     }
     const ok = await oneShot(
       'Still here.',
-      await createVoice('Still', { engine: 'neural', model: 'vits', voice: '0' }),
+      await createVoice(t.app, t.key, {
+        name: 'Still',
+        engine: { engine: 'neural', model: 'vits', voice: '0' },
+      }),
     );
     assert.equal(ok.status, 200);
     await ok.arrayBuffer();
@@ -286,10 +291,13 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
   it('a Kokoro folder whose voices.bin sherpa-onnx refuses fails its piece and becomes unavailable', async () => {
     const before = (await get<Engine[]>('/api/engines')).find((e) => e.id === 'kokoro-cut-voices');
     assert.equal(before?.available, true, 'it reads as a model until sherpa-onnx loads it');
-    const voiceId = await createVoice('Cut', {
-      engine: 'neural',
-      model: 'kokoro-cut-voices',
-      voice: 'tone_0',
+    const voiceId = await createVoice(t.app, t.key, {
+      name: 'Cut',
+      engine: {
+        engine: 'neural',
+        model: 'kokoro-cut-voices',
+        voice: 'tone_0',
+      },
     });
     const res = await oneShot('Hello.', voiceId);
     assert.ok(res.status >= 400, `status ${res.status}`);
@@ -300,7 +308,10 @@ describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)',
     // The other models still speak.
     const ok = await oneShot(
       'Still here.',
-      await createVoice('After', { engine: 'neural', model: 'kokoro', voice: 'tone_1' }),
+      await createVoice(t.app, t.key, {
+        name: 'After',
+        engine: { engine: 'neural', model: 'kokoro', voice: 'tone_1' },
+      }),
     );
     assert.equal(ok.status, 200);
     await ok.arrayBuffer();

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ffmpegErrors, probeAudio, decodeToPcm, rmsDbfs } from './helpers/audio-check.js';
 import { runCli } from './helpers/cli.js';
-import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
+import { bearer, createVoice, startTestApp, type TestApp } from './helpers/test-app.js';
 import { makeTinyVits, TINY_VITS_RATE, TINY_VITS_SAMPLES_PER_TOKEN } from './helpers/tiny-vits.js';
 
 interface Engine {
@@ -67,16 +67,6 @@ describe('neural voices (sherpa-onnx)', () => {
     const res = await t.app.http.inject({ method: 'GET', url, headers: bearer(t.key) });
     assert.equal(res.statusCode, 200, res.body);
     return res.json<{ data: T }>().data;
-  };
-  const createVoice = async (name: string, engine: Record<string, unknown>): Promise<string> => {
-    const res = await t.app.http.inject({
-      method: 'POST',
-      url: '/api/voice',
-      headers: bearer(t.key),
-      payload: { name, engine },
-    });
-    assert.equal(res.statusCode, 200, res.body);
-    return res.json<{ data: { id: string } }>().data.id;
   };
   /** Creates a task and reads its full-task stream. */
   const streamTask = async (payload: object): Promise<Buffer> => {
@@ -150,7 +140,10 @@ describe('neural voices (sherpa-onnx)', () => {
   });
 
   it('a voice of the model streams as clean MP3 in a task, as long as its text says', async () => {
-    const voiceId = await createVoice('Tiny', { engine: 'neural', model: 'tiny', voice: '1' });
+    const voiceId = await createVoice(t.app, t.key, {
+      name: 'Tiny',
+      engine: { engine: 'neural', model: 'tiny', voice: '1' },
+    });
     const text = 'The old bridge will be repaired before the winter. Good news for everyone in town.';
     const bytes = await streamTask({ contents: [{ type: 'text', text, voiceId }] });
     const seconds = toneSeconds(text);
@@ -158,7 +151,10 @@ describe('neural voices (sherpa-onnx)', () => {
   });
 
   it('a one-shot with the voice answers MP3', async () => {
-    const voiceId = await createVoice('Tiny one-shot', { engine: 'neural', model: 'tiny', voice: '0' });
+    const voiceId = await createVoice(t.app, t.key, {
+      name: 'Tiny one-shot',
+      engine: { engine: 'neural', model: 'tiny', voice: '0' },
+    });
     const text = 'Hello there, how are you today?';
     const res = await fetch(
       `${t.baseUrl}/api/tts/simple-generate.mp3?${new URLSearchParams({ text, voiceId }).toString()}`,
@@ -171,8 +167,14 @@ describe('neural voices (sherpa-onnx)', () => {
   });
 
   it('a splitter dialogue of the neural voice and an espeak-ng voice is one clean MP3', async () => {
-    const neural = await createVoice('Tiny B', { engine: 'neural', model: 'tiny', voice: '1' });
-    const espeak = await createVoice('Eve', { engine: 'espeak', voice: 'en-us' });
+    const neural = await createVoice(t.app, t.key, {
+      name: 'Tiny B',
+      engine: { engine: 'neural', model: 'tiny', voice: '1' },
+    });
+    const espeak = await createVoice(t.app, t.key, {
+      name: 'Eve',
+      engine: { engine: 'espeak', voice: 'en-us' },
+    });
     const bytes = await streamTask({
       text: '<A>Hello Ralph, how was the trip?<B>Long, but the mountains were beautiful.<A>I am glad.',
       splitter: { '<A>': { voiceId: espeak, interval: 0.2 }, '<B>': { voiceId: neural, interval: 0.2 } },
@@ -183,7 +185,10 @@ describe('neural voices (sherpa-onnx)', () => {
   it('a model sherpa-onnx cannot load fails its piece, becomes unavailable, and the service stays up', async () => {
     const before = (await get<Engine[]>('/api/engines')).find((e) => e.id === 'dup-tokens');
     assert.equal(before?.available, true, 'it reads as a model until sherpa-onnx loads it');
-    const voiceId = await createVoice('Dup', { engine: 'neural', model: 'dup-tokens', voice: '0' });
+    const voiceId = await createVoice(t.app, t.key, {
+      name: 'Dup',
+      engine: { engine: 'neural', model: 'dup-tokens', voice: '0' },
+    });
     const res = await fetch(
       `${t.baseUrl}/api/tts/simple-generate.mp3?${new URLSearchParams({ text: 'Hello.', voiceId }).toString()}`,
       { headers: bearer(t.key) },
@@ -195,7 +200,10 @@ describe('neural voices (sherpa-onnx)', () => {
     assert.equal(after?.available, false);
     assert.match(after?.reason ?? '', /sherpa-onnx could not load it/);
     // Still serving, the other model included.
-    const tiny = await createVoice('Tiny after', { engine: 'neural', model: 'tiny', voice: '0' });
+    const tiny = await createVoice(t.app, t.key, {
+      name: 'Tiny after',
+      engine: { engine: 'neural', model: 'tiny', voice: '0' },
+    });
     const ok = await fetch(
       `${t.baseUrl}/api/tts/simple-generate.mp3?${new URLSearchParams({ text: 'Still here.', voiceId: tiny }).toString()}`,
       { headers: bearer(t.key) },

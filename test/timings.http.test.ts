@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { parseSync } from 'subtitle';
 import webvtt from 'webvtt-parser';
 import { decodeToPcm } from './helpers/audio-check.js';
-import { bearer, startTestApp, type TestApp } from './helpers/test-app.js';
+import { bearer, createVoice, startTestApp, type TestApp } from './helpers/test-app.js';
 
 const run = promisify(execFile);
 
@@ -89,22 +89,11 @@ describe('subtitles and timestamps', () => {
     t.app.http.inject({ method: 'GET', url, headers });
   const path = (url: string): string => url.replace(/^https?:\/\/[^/]+/, '');
 
-  async function createVoice(name: string, engine: Record<string, unknown>): Promise<string> {
-    const res = await t.app.http.inject({
-      method: 'POST',
-      url: '/api/voice',
-      headers: bearer(t.key),
-      payload: { name, engine },
-    });
-    assert.equal(res.statusCode, 200, res.body);
-    return res.json<{ data: { id: string } }>().data.id;
-  }
-
   before(async () => {
     t = await startTestApp();
     dir = await mkdtemp(join(tmpdir(), 'voicegen-timings-'));
-    voiceA = await createVoice('Ann', { engine: 'espeak', voice: 'en-us' });
-    voiceB = await createVoice('Bob', { engine: 'flite', voice: 'slt' });
+    voiceA = await createVoice(t.app, t.key, { name: 'Ann', engine: { engine: 'espeak', voice: 'en-us' } });
+    voiceB = await createVoice(t.app, t.key, { name: 'Bob', engine: { engine: 'flite', voice: 'slt' } });
   });
   after(async () => {
     await t.close();
