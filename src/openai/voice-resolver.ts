@@ -11,10 +11,10 @@
 import { parseVoiceSpec } from '../audio/engines/voice-spec.js';
 import type { EngineRegistry } from '../audio/engines/engine-registry.js';
 import { AppError, errors, isAppError } from '../errors/app-error.js';
-import type { Voice, VoiceService } from '../voices/voice-service.js';
+import type { VoiceService } from '../voices/voice-service.js';
 
 export interface VoiceResolverDeps {
-  voices: Pick<VoiceService, 'get' | 'named' | 'create'>;
+  voices: Pick<VoiceService, 'get' | 'named' | 'forSpec'>;
   engines: Pick<EngineRegistry, 'engines' | 'bindingForSpec' | 'validateBinding'>;
   /** OpenAI voice name → voice spec. */
   stockVoices: ReadonlyMap<string, string>;
@@ -61,18 +61,7 @@ export class VoiceResolver {
     }
   }
 
-  /** The account's voice named `spec` (the oldest), or a new one bound to the spec's engine voice. */
-  private async specVoice(accountId: string, spec: string): Promise<string> {
-    const existing = await this.deps.voices.named(accountId, spec);
-    const ready = existing.find((v: Voice) => v.status !== 'creating');
-    if (ready !== undefined) return ready.id;
-    const binding = await this.deps.engines.bindingForSpec(spec);
-    try {
-      return (await this.deps.voices.create(accountId, { name: spec, engine: binding })).id;
-    } catch (err) {
-      if (isAppError(err) && err.code === 'VALIDATION_INVALID_VALUE')
-        throw new AppError('VALIDATION_INVALID_VALUE', `voice "${spec}": ${err.message}`);
-      throw err;
-    }
+  private specVoice(accountId: string, spec: string): Promise<string> {
+    return this.deps.voices.forSpec(accountId, spec);
   }
 }

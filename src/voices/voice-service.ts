@@ -12,7 +12,7 @@ import {
   type StorageLimits,
   type StorageRefusal,
 } from '../storage/storage-limits.js';
-import { AppError, errors } from '../errors/app-error.js';
+import { AppError, errors, isAppError } from '../errors/app-error.js';
 import { parseInput, storableString } from '../errors/validation.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import { VOICE_VERSIONS, type VoiceRow, type VoiceStatus, type VoiceVersion } from '../storage/schema.js';
@@ -231,6 +231,25 @@ export class VoiceService {
   }
 
   /** The account's voices called exactly `name`, oldest first (names need not be unique). */
+  /**
+   * The account's voice that an engine voice spec (`espeak:en-us+f3`) speaks with: the oldest ready
+   * voice named after the spec, else a new one bound to the spec's engine voice. Tasks speak with
+   * voice records, so the routes that take engine voices directly (OpenAI's, Wyoming) go through
+   * one record per spec, created on first use.
+   */
+  async forSpec(accountId: string, spec: string): Promise<string> {
+    const ready = (await this.named(accountId, spec)).find((v) => v.status !== 'creating');
+    if (ready !== undefined) return ready.id;
+    try {
+      const engine = await this.engines.bindingForSpec(spec);
+      return (await this.create(accountId, { name: spec, engine })).id;
+    } catch (err) {
+      if (isAppError(err) && err.code === 'VALIDATION_INVALID_VALUE')
+        throw new AppError('VALIDATION_INVALID_VALUE', `voice "${spec}": ${err.message}`);
+      throw err;
+    }
+  }
+
   async named(accountId: string, name: string): Promise<Voice[]> {
     return (await this.store.named(accountId, name)).map(toVoice);
   }

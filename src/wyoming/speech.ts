@@ -13,13 +13,12 @@
  */
 import { pcmToBuffer } from '../audio/pcm.js';
 import type { EngineRegistry } from '../audio/engines/engine-registry.js';
-import { bindingFromSpec, parseVoiceSpec } from '../audio/engines/voice-spec.js';
-import { AppError, errors, isAppError } from '../errors/app-error.js';
+import { parseVoiceSpec } from '../audio/engines/voice-spec.js';
+import { AppError, isAppError } from '../errors/app-error.js';
 import type { OneShotService } from '../tasks/one-shot/one-shot.js';
 import type { StreamTaskView } from '../tasks/stream-view.js';
 import type { TaskService } from '../tasks/task-service.js';
 import type { VoiceService } from '../voices/voice-service.js';
-import { allAccountVoices } from './info.js';
 
 /** The voice of a Wyoming `synthesize` / `synthesize-start` (every field optional). */
 export interface WyomingVoice {
@@ -145,23 +144,11 @@ export class WyomingSpeech {
     const key = `${accountId}\n${spec}`;
     let found = this.specVoices.get(key);
     if (found === undefined) {
-      found = this.findOrCreate(accountId, spec);
+      found = this.deps.voices.forSpec(accountId, spec);
       this.specVoices.set(key, found);
       // A failure (an unknown engine, the voice limit) is not remembered: the next request tries again.
       found.catch(() => this.specVoices.delete(key));
     }
     return found;
-  }
-
-  private async findOrCreate(accountId: string, spec: string): Promise<string> {
-    const existing = (await allAccountVoices(this.deps.voices, accountId)).find(
-      (v) => v.name === spec && v.status !== 'creating',
-    );
-    if (existing !== undefined) return existing.id;
-    const binding = bindingFromSpec(spec, await this.deps.synthesis.engines(), (message) =>
-      errors.invalidValue(message),
-    );
-    const created = await this.deps.voices.create(accountId, { name: spec, engine: binding });
-    return created.id;
   }
 }
