@@ -61,7 +61,7 @@ describe('Flite word timings', () => {
     assert.equal(parseLoneWords('pau a pau \n', 2), undefined);
   });
 
-  it('places each word at its first segment, where context reads words otherwise than alone', () => {
+  it('starts each word after the sound before it, where context reads words otherwise than alone', () => {
     const segments = parseSegmentTimes(SEGMENT_TIMES) ?? [];
     const words = writtenWords(TEXT);
     const phones = parseLoneWords(LONE, words.length) ?? [];
@@ -76,12 +76,12 @@ describe('Flite word timings', () => {
     assert.deepEqual(
       placed.map((w) => [TEXT.slice(w.textStart, w.textEnd), w.sample]),
       [
-        ['Dr', 3520],
+        ['Dr', 0],
         ['Smith', 9760],
         ['paid', 16160],
         ['$5', 20496],
         ['million', 25312],
-        ['then', 41408],
+        ['then', 39648],
         ['left', 44208],
       ],
     );
@@ -92,7 +92,7 @@ describe('Flite word timings', () => {
     const words = writtenWords('Hi — you');
     const starts = alignWords(segments, [['hh', 'ay'], undefined, ['y', 'uw']]);
     assert.deepEqual(starts, [1, undefined, 4]);
-    // The second word starts where the pause before it ends; `from` samples were cut off the front.
+    // The second word starts in the middle of the pause before it; `from` samples were cut off the front.
     const placed = placeWords(segments, words, [['hh', 'ay'], undefined, ['y', 'uw']], {
       rate: 1000,
       from: 50,
@@ -100,7 +100,7 @@ describe('Flite word timings', () => {
     });
     assert.deepEqual(
       placed.map((w) => w.sample),
-      [50, 450],
+      [0, 350],
     );
   });
 
@@ -133,7 +133,7 @@ describe('Flite word timings', () => {
     });
     assert.deepEqual(
       placed.map((w) => w.sample),
-      [10, 14],
+      [0, 14],
     );
   });
 });

@@ -184,9 +184,12 @@ export interface PlacedWord {
 }
 
 /**
- * The words of `words` placed on the waveform (`rate`): each starts where the segment before its
- * first segment ends (the start of the utterance for the first), less `from` (samples left out at
- * the start), clamped to the waveform's `length` after that cut.
+ * The words of `words` placed on the waveform (`rate`), less `from` (samples left out at the
+ * start), clamped to the waveform's `length` after that cut. A word starts where the segment before
+ * it ends; after a pause, in the middle of the pause: spans are trimmed to voiced samples, so the
+ * word before then ends and this one starts at the silence's edges, although a diphone voice's
+ * sounds run a little past or before the segment times at a pause. The first word of the utterance
+ * starts at its start (only silence lies before it).
  */
 export function placeWords(
   segments: readonly FliteSegment[],
@@ -199,7 +202,11 @@ export function placeWords(
   words.forEach((word, i) => {
     const first = starts[i];
     if (first === undefined) return;
-    const seconds = first === 0 ? 0 : (segments[first - 1]?.end ?? 0);
+    let before = first - 1;
+    while (before >= 0 && segments[before]?.name === PAUSE) before--;
+    const pauseStart = before < 0 ? 0 : (segments[before]?.end ?? 0);
+    const pauseEnd = first === 0 ? 0 : (segments[first - 1]?.end ?? 0);
+    const seconds = before < 0 ? 0 : (pauseStart + pauseEnd) / 2;
     const sample = Math.round(seconds * wave.rate) - wave.from;
     const last = placed.at(-1)?.sample ?? 0;
     placed.push({
