@@ -8,6 +8,10 @@
  * every piece gets a fresh instance (≈ 20 MB of memory, 10–30 ms to set up). The next piece's
  * instance is prepared as soon as a piece is posted, while the thread would otherwise idle, so a
  * piece a client waits for starts synthesising at once.
+ *
+ * Where a piece's words are asked for, a second, short run reads the words of the piece this
+ * thread has not read before, each alone, and the words are placed on the first run's segment
+ * times (flite-words.ts).
  */
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -213,8 +217,8 @@ function speechStart(pcm: Int16Array, rate: number, segments: string): number {
 
 /**
  * The lone reading of every written word this thread has asked Flite for (its phones, pauses left
- * out), most recently used last: a word read before costs no second run. Bounded: a word is a few
- * dozen bytes.
+ * out), most recently used last: a word read before costs no second run. At most READINGS_KEPT
+ * words (a word and its phones take some tens of bytes).
  */
 const readings = new Map<string, readonly string[]>();
 const READINGS_KEPT = 20_000;
@@ -283,7 +287,7 @@ async function wordsOf(
   try {
     phones = await readingsOf(asked);
   } catch {
-    // The second run failed (it never has: it reads words alone): the piece is timed by sentence.
+    // The second run failed: the piece keeps its audio and its sentence mark, without words.
     return [];
   } finally {
     trimReadings();
