@@ -4,16 +4,28 @@
  * with the sentence's end mark, then SENTENCE_END. Loaded only by worker modules.
  */
 import type { MessagePort } from 'node:worker_threads';
+import { CANONICAL_RATE } from '../pcm.js';
 import { createResampler } from '../resampler.js';
 import type { TimingMark } from './engine.js';
 import { SENTENCE_END, type SentenceChunk } from './sentence-protocol.js';
 
-/** Resamples `wave` (at `rate`) and posts it on `port`; resolves with the samples posted. */
+/** A word's start in a piece's waveform (samples at the waveform's rate) and its text in the piece. */
+export interface WaveWord {
+  sample: number;
+  textStart: number;
+  textEnd: number;
+}
+
+/**
+ * Resamples `wave` (at `rate`) and posts it on `port` with the sentence's mark and the marks of
+ * `words` (in order); resolves with the samples posted.
+ */
 export async function postWholeSentence(
   port: MessagePort,
   wave: Int16Array,
   rate: number,
   sentenceEnd: number | undefined,
+  words: readonly WaveWord[] = [],
 ): Promise<number> {
   const resampler = await createResampler(rate);
   let pcm: Int16Array;
@@ -28,6 +40,12 @@ export async function postWholeSentence(
   }
   const marks: TimingMark[] =
     sentenceEnd === undefined ? [] : [{ kind: 'sentence', sample: 0, textStart: 0, textEnd: sentenceEnd }];
+  // The resampler keeps sample 0 at sample 0 and the length in proportion: a word's place scales.
+  const last = Math.max(pcm.length - 1, 0);
+  for (const w of words) {
+    const sample = Math.min(Math.round((w.sample * CANONICAL_RATE) / rate), last);
+    marks.push({ kind: 'word', sample, textStart: w.textStart, textEnd: w.textEnd });
+  }
   const samples = pcm.length;
   const chunk: SentenceChunk = { pcm, marks };
   port.postMessage(chunk, [pcm.buffer as ArrayBuffer]); // detaches pcm
