@@ -376,7 +376,7 @@ class DefaultStreamService implements StreamService {
       if (window === null) throw new Error('unreachable: a plan with a body has a window');
       // No abort signal here: the HTTP layer destroys the body when the client goes away (an
       // abort error would be reported as a failed response instead of a client that left).
-      const pace = this.paceFor(session, plan.kind, request.rangeHeader, relayed);
+      const pace = this.paceFor(session, task.status, plan.kind, request.rangeHeader, relayed);
       const body = session.cache.createReadStream(window.start, window.endExclusive, undefined, pace);
       // The reader holds the lease until it ends, fails or the client goes away.
       body.once('close', release);
@@ -427,18 +427,21 @@ class DefaultStreamService implements StreamService {
   }
 
   /**
-   * A live listener's pace, or undefined for a reader served as fast as it reads: a request with a
-   * Range (it asked for bytes, not for a listening), the answer of a finished session (a download),
-   * and a relay (another node fans the session out to its own, paced listeners).
+   * A live listener's pace: the live answer (no Range) of a task still being generated. Undefined
+   * for a reader served as fast as it reads: a request with a Range (it asked for bytes, not for a
+   * listening), a finished task or session (a download, whatever the session still encodes), and a
+   * relay (another node fans the session out to its own, paced listeners).
    */
   private paceFor(
     session: StreamSession,
+    taskStatus: string,
     plan: ResponsePlan['kind'],
     rangeHeader: string | undefined,
     relayed: boolean,
   ): ReadPace | undefined {
     const settings = this.options.pace;
-    if (settings === undefined || plan !== 'live' || rangeHeader !== undefined || relayed) return undefined;
+    const listening = taskStatus === 'processing' && plan === 'live' && rangeHeader === undefined;
+    if (settings === undefined || !listening || relayed) return undefined;
     let pacer = this.pacers.get(session);
     if (pacer === undefined) {
       pacer = new ListenerPacer(settings);
