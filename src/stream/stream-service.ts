@@ -60,9 +60,9 @@ export interface StreamServiceOptions {
   /** The cluster's secret that signs relay requests; without it no request counts as relayed. */
   relaySecret?: string | undefined;
   /**
-   * The pace of live listeners (a GET without Range of an unfinished session, not a relay): a
-   * bounded burst, then the bytes that already exist at this rate. Absent = every reader as fast
-   * as it reads.
+   * The pace of live listeners (a GET without Range of the unfinished session of a task still
+   * generating, not a relay): a bounded burst, then the bytes that already exist at this rate.
+   * Absent = every reader as fast as it reads.
    */
   pace?: PaceSettings | undefined;
 }
