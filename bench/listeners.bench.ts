@@ -93,6 +93,12 @@ function players(crowd: number, url: string) {
   };
 }
 
+/** One sample's value in a /metrics text (the first series of that name); 0 if absent. */
+function sample(text: string, name: string): number {
+  const value = Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1]);
+  return Number.isFinite(value) ? value : 0;
+}
+
 /** Ours: a new long task, its live session played by `crowd` players. */
 interface OursRun {
   taskId: string;
@@ -110,10 +116,19 @@ async function runOurs(server: BenchServer, crowd: number): Promise<OursRun> {
   let rssPeakMiB = rssBeforeMiB;
   const sampler = setInterval(() => (rssPeakMiB = Math.max(rssPeakMiB, rssMiB(server.pid))), 250);
   let listenersPeak = 0;
+  // The service's own event-loop delay (prom-client's, reset at each scrape): its stalls show
+  // beside the first-byte tail.
+  let serverLoopMaxMs = 0;
   const listenerSampler = setInterval(() => {
-    void metricValue(server, 'voicegen_stream_listeners').then((n) => {
-      if (n > listenersPeak) listenersPeak = n;
-    });
+    // One scrape for both: a scrape resets the loop-delay histogram.
+    void fetch(`${server.url}/metrics`)
+      .then((response) => response.text())
+      .then((text) => {
+        listenersPeak = Math.max(listenersPeak, sample(text, 'voicegen_stream_listeners'));
+        const lag = sample(text, 'voicegen_nodejs_eventloop_lag_max_seconds');
+        serverLoopMaxMs = Math.max(serverLoopMaxMs, lag * 1000);
+      })
+      .catch(() => undefined);
   }, 1000);
   const result = await runStreamClients(players(crowd, task.streamUrl), CLIENT_PROCESSES).finally(() => {
     clearInterval(sampler);
@@ -128,7 +143,7 @@ async function runOurs(server: BenchServer, crowd: number): Promise<OursRun> {
       `  ${redirected} players got the 302 to finished audio: the task was generated before they arrived (raise AUDIO_SECONDS)`,
     );
   console.log(
-    `  server RSS ${rssBeforeMiB.toFixed(0)} MiB before, peak ${rssPeakMiB.toFixed(0)} MiB; listeners seen at once (/metrics) ${listenersPeak}; pipeline runs ${pipelineRuns}; task ${status} at the end`,
+    `  server RSS ${rssBeforeMiB.toFixed(0)} MiB before, peak ${rssPeakMiB.toFixed(0)} MiB; listeners seen at once (/metrics) ${listenersPeak}; server loop delay max ${serverLoopMaxMs.toFixed(0)} ms; pipeline runs ${pipelineRuns}; task ${status} at the end`,
   );
   return { taskId: task.id, result, rssBeforeMiB, rssPeakMiB, pipelineRuns };
 }
