@@ -457,6 +457,7 @@ function buildStreams(
     bounds: config.streamSessions,
     events: adapters.events,
     relaySecret: adapters.relaySecret,
+    pace: config.streamPace,
   });
 }
 

@@ -77,6 +77,42 @@ export function runStreamClient(options: StreamClientOptions): Promise<StreamCli
   });
 }
 
+/**
+ * The load client as `processes` processes sharing the crowd (each `count / processes` players
+ * arriving at `rampPerSecond / processes`), so that no single event loop has to keep up with all
+ * of them; resolves with their reports merged (the loop delay is the worst process's).
+ */
+export async function runStreamClients(
+  options: StreamClientOptions,
+  processes: number,
+): Promise<StreamClientResult> {
+  const n = Math.max(1, Math.min(processes, options.count));
+  const parts = await Promise.all(
+    Array.from({ length: n }, (_, k) =>
+      runStreamClient({
+        ...options,
+        count: Math.floor(options.count / n) + (k < options.count % n ? 1 : 0),
+        rampPerSecond: options.rampPerSecond / n,
+      }),
+    ),
+  );
+  const statuses: Record<string, number> = {};
+  for (const part of parts)
+    for (const [status, count] of Object.entries(part.statuses))
+      statuses[status] = (statuses[status] ?? 0) + count;
+  return {
+    firstByteMs: parts.flatMap((p) => p.firstByteMs),
+    doneMs: parts.flatMap((p) => p.doneMs),
+    makespanMs: Math.max(...parts.map((p) => p.makespanMs)),
+    underruns: parts.reduce((sum, p) => sum + p.underruns, 0),
+    errors: parts.flatMap((p) => p.errors),
+    statuses,
+    bytes: parts.reduce((sum, p) => sum + p.bytes, 0),
+    loopDelayMaxMs: Math.max(...parts.map((p) => p.loopDelayMaxMs)),
+    loopDelayP99Ms: Math.max(...parts.map((p) => p.loopDelayP99Ms)),
+  };
+}
+
 /** One sample's value from the service's /metrics (the first series of that name), NaN if absent. */
 export async function metricValue(server: BenchServer, name: string): Promise<number> {
   const text = await (await fetch(`${server.url}/metrics`)).text();

@@ -4,11 +4,22 @@
  * other, so the load generator never takes CPU from the service it measures (nor the other way).
  */
 import { execFileSync } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 
 /** The cores of the server side (SERVER_CPUS), if pinned. */
-export const serverCpus = process.env.SERVER_CPUS || undefined;
+export let serverCpus = process.env.SERVER_CPUS || undefined;
 /** The cores of the client side (CLIENT_CPUS), if pinned. */
-export const clientCpus = process.env.CLIENT_CPUS || undefined;
+export let clientCpus = process.env.CLIENT_CPUS || undefined;
+
+/**
+ * For a benchmark that is only meaningful pinned: the server side on core `server` and the clients
+ * on core `client` unless SERVER_CPUS / CLIENT_CPUS say otherwise (a machine with one core stays unpinned).
+ */
+export function pinByDefault(server = '1', client = '0'): void {
+  if (availableParallelism() < 2) return;
+  serverCpus ??= server;
+  clientCpus ??= client;
+}
 
 /** `command args` to spawn the server with: under `taskset -c SERVER_CPUS` when set. */
 export function serverCommand(command: string, args: readonly string[]): [string, string[]] {

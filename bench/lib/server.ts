@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { scaleOutRequested, scaleOutServerEnv } from './scale-out.js';
+import { serverCommand } from './pinning.js';
 
 /** Installs the Debian packages whose commands are missing (apt-get, as scripts/setup-debian.sh does). */
 export function ensureDebianPackages(commandsByPackage: Record<string, string>): void {
@@ -86,7 +87,9 @@ export async function startServer(
   const log = join(dataDir, 'server.log');
   const logFile = openSync(log, 'w');
   const entry = process.env.SERVER_BUILD === 'dist' ? ['dist/main.js'] : ['--import', 'tsx', 'src/main.ts'];
-  const child = spawn(process.execPath, [...nodeArgs, ...entry], {
+  // Under `taskset -c SERVER_CPUS` when pinned (taskset execs node: the pid is the server's).
+  const [command, args] = serverCommand(process.execPath, [...nodeArgs, ...entry]);
+  const child = spawn(command, args, {
     env: {
       ...process.env,
       HOST: '127.0.0.1',

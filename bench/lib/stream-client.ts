@@ -10,9 +10,11 @@
  * - `full`: readers at full speed. Each reads the URL until `targetBytes` have arrived (or the
  *   response ends) and records when; then it leaves.
  * Connections open `rampPerSecond` at a time per second (a crowd arriving, not one SYN flood).
+ * The client measures its own event-loop delay: a client that stalls counts underruns and late
+ * first bytes of its own, so a run only says something about the server while that delay is small.
  */
 import http from 'node:http';
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 
 /** What the parent asks of the client. */
 export interface StreamClientOptions {
@@ -42,6 +44,9 @@ export interface StreamClientResult {
   errors: string[];
   statuses: Record<string, number>;
   bytes: number;
+  /** The client's event-loop delay over the run (ms): its largest and its 99th percentile. */
+  loopDelayMaxMs: number;
+  loopDelayP99Ms: number;
 }
 
 interface Player {
@@ -63,7 +68,11 @@ async function main(): Promise<void> {
     errors: [],
     statuses: {},
     bytes: 0,
+    loopDelayMaxMs: 0,
+    loopDelayP99Ms: 0,
   };
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  loopDelay.enable();
   const rate = options.bytesPerSecond ?? 40_000;
   const readAhead = options.readAheadSeconds ?? 10;
   const playSeconds = options.seconds ?? 30;
@@ -149,6 +158,9 @@ async function main(): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   await Promise.all(all);
+  loopDelay.disable();
+  result.loopDelayMaxMs = loopDelay.max / 1e6;
+  result.loopDelayP99Ms = loopDelay.percentile(99) / 1e6;
   clearInterval(clock);
   agent.destroy();
   process.stdout.write(`${JSON.stringify(result)}\n`);

@@ -75,6 +75,10 @@ const envSchema = z.object({
   STREAM_MAX_SESSIONS_PER_ACCOUNT: intFrom(0, 1_000_000).default(64),
   /** Disk the stream session caches of a node may use before new sessions are refused; 0 = unbounded. */
   STREAM_CACHE_BUDGET_BYTES: intFrom(0, Number.MAX_SAFE_INTEGER).default(2 * 1024 ** 3),
+  /** Bytes a live listener gets at once on connect (5 s of 320 kbps audio). */
+  STREAM_PACE_BURST_BYTES: intFrom(1, 1_000_000_000).default(200_000),
+  /** Bytes per second a live listener behind the live edge gets after its burst (1.25× realtime); 0 = unpaced. */
+  STREAM_PACE_BYTES_PER_SECOND: intFrom(0, 1_000_000_000).default(50_000),
   /**
    * Tasks a node generates at once. Their sentences share the synthesis threads (SYNTHESIS_THREADS)
    * fairly between accounts, so many live tasks all stay ahead of their listeners instead of two
@@ -247,6 +251,8 @@ export interface AppConfig {
   streamIdleReclaimMs: number;
   /** Bounds of the live stream sessions of one node; 0 = unbounded. */
   streamSessions: { maxPerTask: number; maxPerAccount: number; cacheBudgetBytes: number };
+  /** The pace of live listeners (burst, then bytes per second); undefined = unpaced. */
+  streamPace: { burstBytes: number; bytesPerSecond: number } | undefined;
   generationConcurrency: number;
   /** How long an authenticated key's account is remembered (AccountService); 0 = never. */
   authCacheMs: number;
@@ -426,6 +432,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxPerAccount: e.STREAM_MAX_SESSIONS_PER_ACCOUNT,
       cacheBudgetBytes: e.STREAM_CACHE_BUDGET_BYTES,
     },
+    streamPace:
+      e.STREAM_PACE_BYTES_PER_SECOND === 0
+        ? undefined
+        : { burstBytes: e.STREAM_PACE_BURST_BYTES, bytesPerSecond: e.STREAM_PACE_BYTES_PER_SECOND },
     generationConcurrency: e.GENERATION_CONCURRENCY,
     authCacheMs: e.AUTH_CACHE_MS ?? (scaleOut === null ? 60_000 : 500),
     blobMemoryCacheBytes: e.BLOB_MEMORY_CACHE_BYTES,

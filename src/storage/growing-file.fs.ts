@@ -14,7 +14,7 @@ import { basename, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { OWNER_FILE_MODE } from '../common/owner-only.js';
 import { MAX_TAIL_SLAB_SIZE, MemoryTail } from './memory-tail.js';
-import type { GrowingFile, GrowingFileFolder } from './growing-file.js';
+import type { GrowingFile, GrowingFileFolder, ReadPace } from './growing-file.js';
 import { runCacheDir } from './run-dir.fs.js';
 
 /** Where a growing file lives: a directory and a file name unique in it. */
@@ -504,13 +504,18 @@ export class FsGrowingFile implements GrowingFile {
     });
   }
 
-  createReadStream(start: number, endExclusive: number | null, signal?: AbortSignal): Readable {
+  createReadStream(
+    start: number,
+    endExclusive: number | null,
+    signal?: AbortSignal,
+    pace?: ReadPace,
+  ): Readable {
     checkByteOffset('start', start);
     if (endExclusive !== null) {
       checkByteOffset('endExclusive', endExclusive);
       if (endExclusive < start) throw new RangeError('endExclusive must not be before start');
     }
-    return new CacheReader(this, start, endExclusive, signal);
+    return new CacheReader(this, start, endExclusive, signal, pace);
   }
 
   /** Opens a read descriptor on the backing file (after it exists). */
@@ -554,6 +559,7 @@ class CacheReader extends Readable {
     start: number,
     private readonly endExclusive: number | null,
     private readonly signal: AbortSignal | undefined,
+    private readonly pace: ReadPace | undefined,
   ) {
     super({ highWaterMark: READ_CHUNK_SIZE });
     this.position = start;
@@ -579,11 +585,22 @@ class CacheReader extends Readable {
           this.push(null);
           return;
         }
-        const available = Math.min(cache.produced, limit);
+        let available = Math.min(cache.produced, limit);
+        if (this.position < available && this.pace !== undefined) {
+          // Paced: only what the pace grants now goes out (cut views, never copies); with nothing
+          // granted the reader waits for the pace, holding its place in the file.
+          const granted = this.pace.grant(available - this.position);
+          if (granted <= 0) {
+            await this.pace.ready(this.stop.signal);
+            continue;
+          }
+          available = Math.min(available, this.position + granted);
+        }
         if (this.position < available) {
           const view = cache.viewInTail(this.position, available);
           if (view !== null) {
             this.position += view.byteLength;
+            this.pace?.take(view.byteLength);
             this.push(view);
             return;
           }
@@ -599,6 +616,7 @@ class CacheReader extends Readable {
           // An empty chunk would make the stream ask again at once, forever: a bug, so fail loudly.
           if (chunk.byteLength === 0) throw new Error('session cache file read returned no bytes');
           this.position += chunk.byteLength;
+          this.pace?.take(chunk.byteLength);
           this.push(chunk);
           return;
         }
@@ -623,6 +641,7 @@ class CacheReader extends Readable {
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
     this.stop.abort();
+    this.pace?.close();
     this.signal?.removeEventListener('abort', this.onAbort);
     this.cache.detachReader();
     // The close event waits until this reader holds no descriptor (the last lease closes the shared one).

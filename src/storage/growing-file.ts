@@ -37,9 +37,30 @@ export interface GrowingFile {
   /**
    * Reads `[start, endExclusive)` (null = to the end of the file), waiting for appends as needed.
    * Bounded memory whatever the consumer's pace; errors with the file's failure; destroyed when
-   * `signal` aborts.
+   * `signal` aborts. With `pace`, each chunk is also cut to what the pace grants, and the reader
+   * waits for the pace when it grants nothing (without, it goes as fast as its consumer takes).
    */
-  createReadStream(start: number, endExclusive: number | null, signal?: AbortSignal): Readable;
+  createReadStream(
+    start: number,
+    endExclusive: number | null,
+    signal?: AbortSignal,
+    pace?: ReadPace,
+  ): Readable;
+}
+
+/**
+ * How fast one reader may take bytes that already exist: consulted before each chunk, so it shapes
+ * the sending rate without ever reordering or dropping a byte. One pace per reader.
+ */
+export interface ReadPace {
+  /** Bytes the reader may take now, `available` (> 0) being ready for it; 0 = wait for `ready`. */
+  grant(available: number): number;
+  /** Records `bytes` taken (at most the last grant). */
+  take(bytes: number): void;
+  /** Resolves once `grant` may answer more than 0; rejects with the reason when `signal` aborts. */
+  ready(signal: AbortSignal): Promise<void>;
+  /** The reader is gone: the pace stops waking it. Idempotent. */
+  close(): void;
 }
 
 /**

@@ -10,10 +10,11 @@ import { mp3ToPcm } from '../audio/mp3-pcm.js';
 import { pcmChunks } from '../audio/pcm-stream.js';
 import { secretsEqual } from '../common/secret-compare.js';
 import { AppError } from '../errors/app-error.js';
-import type { GrowingFileFolder } from '../storage/growing-file.js';
+import type { GrowingFileFolder, ReadPace } from '../storage/growing-file.js';
 import type { PieceAudioSource } from '../tasks/piece-audio.js';
 import type { StreamPieceView, StreamTaskLookup, StreamTaskView } from '../tasks/stream-view.js';
 import type { TaskEvents } from '../tasks/queue/task-events.js';
+import { ListenerPacer, type PaceSettings } from './listener-pace.js';
 import { verifyRelay } from './relay-proof.js';
 import { contentDispositionFromQuery } from './content-disposition.js';
 import {
@@ -38,6 +39,7 @@ import {
   type PipelineFactory,
   type SessionBuild,
   type SessionSource,
+  type StreamSession,
 } from './stream-session.js';
 
 /** Dependencies and settings of the stream service (wired in src/app.ts). */
@@ -57,6 +59,12 @@ export interface StreamServiceOptions {
   events?: TaskEvents | undefined;
   /** The cluster's secret that signs relay requests; without it no request counts as relayed. */
   relaySecret?: string | undefined;
+  /**
+   * The pace of live listeners (a GET without Range of the unfinished session of a task still
+   * generating, not a relay): a bounded burst, then the bytes that already exist at this rate.
+   * Absent = every reader as fast as it reads.
+   */
+  pace?: PaceSettings | undefined;
 }
 
 /** How many live sessions a node keeps and how much disk their caches may use (0 = unbounded). */
@@ -181,6 +189,8 @@ class DefaultStreamService implements StreamService {
   private registryNow: SessionRegistry | undefined;
   private closed = false;
   private readonly stopListening: () => void;
+  /** The listener pace of each session that has had a paced listener. */
+  private readonly pacers = new WeakMap<StreamSession, ListenerPacer>();
 
   constructor(private readonly options: StreamServiceOptions) {
     this.files = options.cacheFiles;
@@ -366,7 +376,8 @@ class DefaultStreamService implements StreamService {
       if (window === null) throw new Error('unreachable: a plan with a body has a window');
       // No abort signal here: the HTTP layer destroys the body when the client goes away (an
       // abort error would be reported as a failed response instead of a client that left).
-      const body = session.cache.createReadStream(window.start, window.endExclusive);
+      const pace = this.paceFor(session, task.status, plan.kind, request.rangeHeader, relayed);
+      const body = session.cache.createReadStream(window.start, window.endExclusive, undefined, pace);
       // The reader holds the lease until it ends, fails or the client goes away.
       body.once('close', release);
       return { status: plan.status, headers, body };
@@ -413,6 +424,30 @@ class DefaultStreamService implements StreamService {
     if (this.generatedHere(task))
       return pcmChunks(await this.deps.pieces.openPiece(task.id, contentIndex, signal));
     return mp3ToPcm(await this.contentBytes(task, contentIndex, signal));
+  }
+
+  /**
+   * A live listener's pace: the live answer (no Range) of a task still being generated. Undefined
+   * for a reader served as fast as it reads: a request with a Range (it asked for bytes, not for a
+   * listening), a finished task or session (a download, whatever the session still encodes), and a
+   * relay (another node fans the session out to its own, paced listeners).
+   */
+  private paceFor(
+    session: StreamSession,
+    taskStatus: string,
+    plan: ResponsePlan['kind'],
+    rangeHeader: string | undefined,
+    relayed: boolean,
+  ): ReadPace | undefined {
+    const settings = this.options.pace;
+    const listening = taskStatus === 'processing' && plan === 'live' && rangeHeader === undefined;
+    if (settings === undefined || !listening || relayed) return undefined;
+    let pacer = this.pacers.get(session);
+    if (pacer === undefined) {
+      pacer = new ListenerPacer(settings);
+      this.pacers.set(session, pacer);
+    }
+    return pacer.listener();
   }
 
   /** Whether another node of the cluster sent `request` (its relay proof holds). */
