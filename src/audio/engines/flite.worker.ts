@@ -19,6 +19,7 @@ import { workerData } from 'piscina';
 import { lowerThreadPriority } from '../../common/worker-priority.js';
 import { dropWasiExperimentalWarning } from '../../common/wasi-warning.js';
 import type { FliteTask } from './flite-protocol.js';
+import { PieceOutput } from './piece-output.js';
 import { postWholeSentence } from './sentence-output.js';
 
 // Synthesis is batch work: the event loop (requests, live listeners) goes first; the interactive
@@ -196,6 +197,15 @@ function speechStart(pcm: Int16Array, rate: number, segments: string): number {
 
 /** Speaks one piece, posting its PCM through `task.port` (then SENTENCE_END); resolves with the samples posted. */
 export async function synthesize(task: FliteTask): Promise<number> {
+  const output = new PieceOutput(task);
+  try {
+    return await speakPiece(task, output);
+  } finally {
+    output.close();
+  }
+}
+
+async function speakPiece(task: FliteTask, output: PieceOutput): Promise<number> {
   let wave: { rate: number; pcm: Int16Array } | undefined;
   // `-psdur` prints the segments with their end times: where the leading pause ends. Flite prints
   // one relation per run (segments or words, never both), so words cannot be placed without a
@@ -216,7 +226,7 @@ export async function synthesize(task: FliteTask): Promise<number> {
   );
   if (wave === undefined) throw new Error('flite wrote no waveform');
   const from = task.continues ? speechStart(wave.pcm, wave.rate, segments) : 0;
-  return postWholeSentence(task.port, wave.pcm.subarray(from), wave.rate, task.sentenceEnd);
+  return postWholeSentence(output, wave.pcm.subarray(from), wave.rate, task.sentenceEnd);
 }
 
 /** The names of the voices compiled into this build (`flite -lv`). */

@@ -172,12 +172,17 @@ export async function collectPcm(chunks: AsyncIterable<Int16Array>): Promise<Int
 /**
  * `engine` with each call's PCM through the GainStage of its voice's gain: the same samples in
  * number and place, marks passed on with the chunk that holds their sample, an engine's own MP3
- * bytes forwarded unchanged (only the PCM decoded from them is matched).
+ * bytes forwarded unchanged (only the PCM decoded from them is matched). An engine that applies
+ * the gain itself (the built-in ones, in their synthesis threads) is asked to; otherwise the
+ * stage runs here, on the thread that reads the engine.
  */
 export function withLoudnessMatching(
   engine: SpeechEngine,
   gainFor: (binding: VoiceBinding, signal: AbortSignal) => Promise<number>,
 ): SpeechEngine {
+  // An engine's own MP3 cannot take a gain: such an engine's PCM is matched here.
+  if (engine.appliesGain === true && engine.synthesizeMp3 === undefined)
+    return withGainInEngine(engine, gainFor);
   async function* marked(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<EngineAudio> {
     const stage = new GainStage(await gainFor(req.voice, signal));
     let pending: TimingMark[] = [];
@@ -222,5 +227,26 @@ export function withLoudnessMatching(
     synthesize: plain,
     ...(engine.synthesizeWithMarks !== undefined && { synthesizeWithMarks: marked }),
     ...(mp3 !== undefined && { synthesizeMp3: forwarded }),
+  };
+}
+
+/**
+ * An engine that applies the gain itself, given its voice's gain with each call: the per-sample
+ * work of the stage runs where the engine makes its samples (its synthesis threads, at their
+ * priority), and the main thread only passes the chunks on.
+ */
+function withGainInEngine(
+  engine: SpeechEngine,
+  gainFor: (binding: VoiceBinding, signal: AbortSignal) => Promise<number>,
+): SpeechEngine {
+  async function* marked(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<EngineAudio> {
+    yield* audioWithMarks(engine, { ...req, gainDb: await gainFor(req.voice, signal) }, signal);
+  }
+  async function* plain(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {
+    yield* engine.synthesize({ ...req, gainDb: await gainFor(req.voice, signal) }, signal);
+  }
+  return {
+    synthesize: plain,
+    ...(engine.synthesizeWithMarks !== undefined && { synthesizeWithMarks: marked }),
   };
 }

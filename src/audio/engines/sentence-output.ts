@@ -3,18 +3,29 @@
  * neural models) hands it on: resampled to the pipeline's rate in one go, posted as one chunk
  * with the sentence's end mark, then SENTENCE_END. Loaded only by worker modules.
  */
-import type { MessagePort } from 'node:worker_threads';
 import { createResampler } from '../resampler.js';
 import type { TimingMark } from './engine.js';
-import { SENTENCE_END, type SentenceChunk } from './sentence-protocol.js';
+import type { PieceOutput } from './piece-output.js';
 
-/** Resamples `wave` (at `rate`) and posts it on `port`; resolves with the samples posted. */
+/**
+ * Resamples `wave` (at `rate`) and posts it as the piece's whole output (through the call's
+ * GainStage when the task carries one, see PieceOutput); resolves with the samples of the piece.
+ */
 export async function postWholeSentence(
-  port: MessagePort,
+  output: PieceOutput,
   wave: Int16Array,
   rate: number,
   sentenceEnd: number | undefined,
 ): Promise<number> {
+  const pcm = await resampled(wave, rate);
+  const marks: TimingMark[] =
+    sentenceEnd === undefined ? [] : [{ kind: 'sentence', sample: 0, textStart: 0, textEnd: sentenceEnd }];
+  output.send(pcm, marks);
+  return output.end();
+}
+
+/** `wave` (at `rate`) at the canonical rate, whole. */
+async function resampled(wave: Int16Array, rate: number): Promise<Int16Array> {
   const resampler = await createResampler(rate);
   let pcm: Int16Array;
   try {
@@ -26,11 +37,5 @@ export async function postWholeSentence(
   } finally {
     resampler.destroy();
   }
-  const marks: TimingMark[] =
-    sentenceEnd === undefined ? [] : [{ kind: 'sentence', sample: 0, textStart: 0, textEnd: sentenceEnd }];
-  const samples = pcm.length;
-  const chunk: SentenceChunk = { pcm, marks };
-  port.postMessage(chunk, [pcm.buffer as ArrayBuffer]); // detaches pcm
-  port.postMessage(SENTENCE_END);
-  return samples;
+  return pcm;
 }
