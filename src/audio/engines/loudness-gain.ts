@@ -13,6 +13,9 @@
  * time); any other binding is measured on its first use in the process, once, and remembered.
  */
 import { createHash } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import { siblingModuleUrl, workerExecArgv } from '../../common/worker-url.js';
 import {
   GainStage,
   integratedLoudness,
@@ -102,6 +105,33 @@ export function applyGain(pcm: Int16Array, gainDb: number): Int16Array {
   return out;
 }
 
+/**
+ * Measures gains (gainForCalibration) in a thread of its own at lower priority, one at a time: a
+ * tenant that uses many bindings the table lacks queues their measurements there, instead of
+ * holding the event loop with each. Started on first use, retired after an idle minute.
+ */
+export class GainMeter {
+  private readonly pool = new Piscina({
+    filename: fileURLToPath(MEASURE_WORKER),
+    execArgv: workerExecArgv(MEASURE_WORKER),
+    minThreads: 0,
+    maxThreads: 1,
+    idleTimeout: 60_000,
+  });
+
+  /** The gain of `pcm` (calibration audio; its buffer is handed to the thread, so it is left detached). */
+  async measure(pcm: Int16Array): Promise<number> {
+    const own = pcm.byteOffset === 0 && pcm.byteLength === pcm.buffer.byteLength;
+    return (await this.pool.run(pcm, own ? { transferList: [pcm.buffer as ArrayBuffer] } : {})) as number;
+  }
+
+  async close(): Promise<void> {
+    await this.pool.destroy();
+  }
+}
+
+const MEASURE_WORKER = siblingModuleUrl(import.meta.url, 'loudness-measure.worker');
+
 /** Most gains measured at run time kept per process (each is a few bytes; the oldest go first). */
 const MAX_MEASURED = 10_000;
 
@@ -116,6 +146,8 @@ export class LoudnessGains {
     /** How long one measurement may take. */
     private readonly timeoutMs: number,
     table: { basis: string; gains: Readonly<Record<string, number>> } = LOUDNESS_TABLE,
+    /** The gain of the calibration audio (GainMeter.measure runs it off the main thread). */
+    private readonly measure: (pcm: Int16Array) => Promise<number> = gainForCalibration,
   ) {
     this.table = table.basis === CALIBRATION_BASIS ? table.gains : {};
   }
@@ -131,7 +163,7 @@ export class LoudnessGains {
     if (stored !== undefined) return stored;
     let gain = this.measured.get(key);
     if (gain === undefined) {
-      gain = this.calibrate(binding, AbortSignal.timeout(this.timeoutMs)).then(gainForCalibration);
+      gain = this.calibrate(binding, AbortSignal.timeout(this.timeoutMs)).then((pcm) => this.measure(pcm));
       this.measured.set(key, gain);
       if (this.measured.size > MAX_MEASURED) {
         const oldest = this.measured.keys().next().value;
