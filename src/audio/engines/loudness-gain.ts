@@ -78,8 +78,9 @@ const TARGET_MONO = LOUDNESS_TARGET_LUFS - STEREO_OFFSET_LU;
  * peaks, capped at MAX_GAIN_DB. Silence gets 0 dB.
  */
 export async function gainForCalibration(pcm: Int16Array): Promise<number> {
-  // Each pass over the audio (a few tens of ms of main-thread CPU) runs in a turn of its own, so
-  // streams served meanwhile are not held up by one long block.
+  // Each pass over the audio (a few tens of ms of CPU) runs in a turn of its own, so a thread that
+  // serves other work meanwhile (the main thread, where no GainMeter measures) is not held up by
+  // one long block.
   await yieldTurn();
   const raw = integratedLoudness(pcm);
   if (!Number.isFinite(raw)) return 0;
