@@ -5,7 +5,9 @@
 // SRT and WebVTT download links answer with their types; the text fits a narrow page.
 // Screenshots go to test-output/console-readalong/.
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -20,6 +22,7 @@ import {
   watchPage,
 } from './helpers/console-browser.js';
 import { startTestApp, type TestApp } from './helpers/test-app.js';
+import { makeTinyVits } from './helpers/tiny-vits.js';
 
 const OUTPUT = join(process.cwd(), 'test-output', 'console-readalong');
 const WIDE = { width: 1280, height: 900 };
@@ -45,6 +48,7 @@ interface Word {
 
 describe('console subtitles and read-along in Chromium', { skip: chromiumMissing }, () => {
   let t: TestApp;
+  let modelsDir = '';
   let browser: Browser;
   let page: Page;
   let pace: number | null = null;
@@ -70,9 +74,12 @@ describe('console subtitles and read-along in Chromium', { skip: chromiumMissing
 
   before(async () => {
     await mkdir(OUTPUT, { recursive: true });
+    // A neural voice (the tests' tiny model) is timed per sentence: its model gives no durations.
+    modelsDir = mkdtempSync(join(tmpdir(), 'voicegen-readalong-models-'));
+    makeTinyVits(modelsDir, 'tiny', 1);
     t = await startTestApp({
       listen: true,
-      env: { RATE_LIMIT_MAX: '100000', STREAM_RATE_LIMIT_MAX: '100000' },
+      env: { RATE_LIMIT_MAX: '100000', STREAM_RATE_LIMIT_MAX: '100000', MODELS_DIR: modelsDir },
     });
     const registry = t.app.services.synthesis;
     const engineFor = registry.engineFor.bind(registry);
@@ -94,6 +101,7 @@ describe('console subtitles and read-along in Chromium', { skip: chromiumMissing
   after(async () => {
     await browser?.close();
     await t?.close();
+    if (modelsDir !== '') rmSync(modelsDir, { recursive: true, force: true });
   });
 
   test('live: cues grow on the text track while the task is generated', async () => {
@@ -249,15 +257,15 @@ describe('console subtitles and read-along in Chromium', { skip: chromiumMissing
   });
 
   test('a voice timed per sentence: the sentence playing is marked', async () => {
-    const flite = await t.app.services.voices.create(t.accountId, {
+    const neural = await t.app.services.voices.create(t.accountId, {
       name: 'Susan',
-      engine: { engine: 'flite', voice: 'slt' },
+      engine: { engine: 'neural', model: 'tiny', voice: '0' },
     });
     const res = await fetch(`${t.baseUrl}/api/tts/generate`, {
       method: 'POST',
       headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/json' },
       body: JSON.stringify({
-        contents: [{ type: 'text', voiceId: flite.id, text: 'The lamp was lit. The ship came home.' }],
+        contents: [{ type: 'text', voiceId: neural.id, text: 'The lamp was lit. The ship came home.' }],
       }),
     });
     assert.equal(res.status, 200);
@@ -265,7 +273,7 @@ describe('console subtitles and read-along in Chromium', { skip: chromiumMissing
     while ((await status(id)) !== 'generated') await sleep(200);
     const stamps = await call<Stamps>(`/api/tts/generate/${id}/timestamps.json`);
     assert.equal(stamps.sentences.length, 2);
-    assert.equal(stamps.words.length, 0, 'Flite is timed per sentence');
+    assert.equal(stamps.words.length, 0, 'the neural voice is timed per sentence');
     await page.reload();
     await page.locator('#tasks li').first().getByRole('button', { name: 'Play' }).click();
     await untilAudio(page, `el.src.includes('audio.mp3') && el.readyState >= 1`, 15_000);

@@ -20,11 +20,17 @@ import {
 
 describe('the relay header needs the cluster secret', () => {
   let t: TestApp;
+  /** The app's error lines: an unexpected status names its cause in the assertion message. */
+  const errors: string[] = [];
   let streamUrl = '';
   let taskId = '';
 
   before(async () => {
-    t = await startTestApp({ listen: true });
+    t = await startTestApp({
+      listen: true,
+      env: { LOG_LEVEL: 'error' },
+      logger: { stream: { write: (line: string) => void errors.push(line) } },
+    });
     const voiceId = await createVoice(t.app, t.key);
     taskId = await createTask(t.app, t.key, [
       { text: 'The relay header is for cluster nodes only, and this task is finished.', voiceId },
@@ -65,7 +71,8 @@ describe('the relay header needs the cluster secret', () => {
     const secret = await clusterSecret(t.app.services.database.db, 'stream-relay');
     const { pathname, search } = new URL(streamUrl);
     const res = await get({ 'x-voicegen-relay': signRelay(secret, `${pathname}${search}`) });
-    assert.equal(res.status, 200);
+    if (res.status !== 200)
+      assert.fail(`status ${String(res.status)}: ${await res.text()}\n${errors.join('')}`);
     assert.equal(t.app.services.stream.liveSessions(), 1);
     const reader = (res.body ?? assert.fail('no body')).getReader();
     const first = (await reader.read()) as { value?: Uint8Array };

@@ -18,4 +18,6 @@ export interface FliteTask extends SentenceTask {
   sentenceEnd?: number;
   /** The piece continues a sentence: Flite's leading pause is left out (the clause before it ended with one). */
   continues: boolean;
+  /** Place its words too (word marks): a second, short Flite run for words not read before. */
+  words: boolean;
 }

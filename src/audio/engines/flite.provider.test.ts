@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { flitePieces } from './flite.provider.js';
+import { after, describe, it } from 'node:test';
+import { concatPcm } from '../pcm.js';
+import type { EngineAudio, SynthesisRequest } from './engine.js';
+import { flitePieces, fliteProvider } from './flite.provider.js';
 
 describe('flitePieces', () => {
   it("cuts the first sentence's first clause apart, keeps later sentences whole", () => {
@@ -31,5 +33,54 @@ describe('flitePieces', () => {
 
   it('yields nothing for empty text', () => {
     assert.deepEqual(flitePieces('   '), []);
+  });
+});
+
+describe('Flite engine words', () => {
+  const instance = fliteProvider.create({
+    remoteEndpoints: {},
+    synthesisThreads: 1,
+    timeouts: { connectMs: 5_000, firstByteMs: 5_000, callMs: 60_000 },
+  });
+  after(() => instance.close());
+  const voice = { engine: 'flite', voice: 'kal16' } as const;
+  const engine = instance.engineFor(voice);
+  const text = 'Yesterday Dr. Smith paid $42 for "two" books, then left at 5pm.';
+  const req: SynthesisRequest = { text, voice, speechRate: 1 };
+
+  async function marked(): Promise<{ chunks: EngineAudio[]; pcm: Int16Array }> {
+    const chunks: EngineAudio[] = [];
+    for await (const chunk of engine.synthesizeWithMarks?.(req, new AbortController().signal) ?? [])
+      chunks.push(chunk);
+    return { chunks, pcm: concatPcm(chunks.map((c) => c.pcm)) };
+  }
+
+  it('marks every written word as written, in order, and speaks the same audio without them', async () => {
+    const { chunks, pcm } = await marked();
+    let start = 0;
+    const words: { text: string; sample: number }[] = [];
+    for (const chunk of chunks) {
+      for (const m of chunk.marks) {
+        assert.ok(m.sample >= start && m.sample < start + chunk.pcm.length, 'inside its chunk');
+        if (m.kind === 'word') words.push({ text: text.slice(m.textStart, m.textEnd), sample: m.sample });
+      }
+      start += chunk.pcm.length;
+    }
+    // The written words, not Flite's readings ("doctor", "forty two dollars", "five p m").
+    assert.deepEqual(
+      words.map((w) => w.text),
+      ['Yesterday', 'Dr', 'Smith', 'paid', '$42', 'for', 'two', 'books', 'then', 'left', 'at', '5pm'],
+    );
+    for (const [i, w] of words.entries())
+      if (i > 0) assert.ok(w.sample > (words[i - 1]?.sample ?? 0), w.text);
+    const plain: Int16Array[] = [];
+    for await (const p of engine.synthesize(req, new AbortController().signal)) plain.push(p);
+    assert.deepEqual(concatPcm(plain), pcm, 'the words cost no change to the audio');
+    // Read again (the lone readings now cached): the same marks.
+    const again = await marked();
+    assert.deepEqual(
+      again.chunks.map((c) => c.marks),
+      chunks.map((c) => c.marks),
+    );
   });
 });

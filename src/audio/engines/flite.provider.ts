@@ -182,10 +182,19 @@ class FliteEngine implements SpeechEngine {
   }
 
   synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {
-    return pcmOf(this.synthesizeWithMarks(req, signal));
+    // Audio alone: its words are not placed (no second Flite run).
+    return pcmOf(this.speak(req, signal, false));
   }
 
-  async *synthesizeWithMarks(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<EngineAudio> {
+  synthesizeWithMarks(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<EngineAudio> {
+    return this.speak(req, signal, true);
+  }
+
+  private async *speak(
+    req: SynthesisRequest,
+    signal: AbortSignal,
+    words: boolean,
+  ): AsyncIterable<EngineAudio> {
     if (req.voice.engine !== 'flite')
       throw new Error(`Flite engine cannot speak a ${req.voice.engine} voice`);
     checkSpeechRate(req.speechRate);
@@ -200,6 +209,7 @@ class FliteEngine implements SpeechEngine {
         // Both are duration multipliers: 2 speaks twice as long.
         stretch: req.speechRate,
         continues: piece.continues,
+        words,
         ...(piece.sentenceEnd !== undefined && { sentenceEnd: piece.sentenceEnd }),
       }),
       signal,
@@ -217,7 +227,7 @@ function infoOf(): EngineInfo {
     provider: 'flite',
     available: true,
     description: 'Flite (CMU, built in, WebAssembly): English voices',
-    marks: ['sentence'],
+    marks: ['sentence', 'word'],
     openVoices: false,
     binding: { engine: 'flite' },
     options: [],

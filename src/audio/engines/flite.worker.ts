@@ -8,8 +8,12 @@
  * every piece gets a fresh instance (≈ 20 MB of memory, 10–30 ms to set up). The next piece's
  * instance is prepared as soon as a piece is posted, while the thread would otherwise idle, so a
  * piece a client waits for starts synthesising at once.
+ *
+ * Where a piece's words are asked for, a second, short run reads the words of the piece this
+ * thread has not read before, each alone, and the words are placed on the first run's segment
+ * times (flite-words.ts).
  */
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +23,14 @@ import { workerData } from 'piscina';
 import { lowerThreadPriority } from '../../common/worker-priority.js';
 import { dropWasiExperimentalWarning } from '../../common/wasi-warning.js';
 import type { FliteTask } from './flite-protocol.js';
+import {
+  loneWordsInput,
+  parseLoneWords,
+  parseSegmentTimes,
+  placeWords,
+  writtenWords,
+  type PlacedWord,
+} from './flite-words.js';
 import { PieceOutput } from './piece-output.js';
 import { postWholeSentence } from './sentence-output.js';
 
@@ -41,6 +53,7 @@ const WASI_IMPORTS = 'wasi_snapshot_preview1';
 /** Names of the files a run writes in its own directory. */
 const WAVE_FILE = 'piece.wav';
 const SEGMENTS_FILE = 'segments.txt';
+const WORDS_FILE = 'words.txt';
 
 /** An instance made before its arguments are known: its imports call the WASI object `start` gives it. */
 interface Prepared {
@@ -118,14 +131,22 @@ function prepare(module: WasmModule): Prepared {
   };
 }
 
-/** Runs Flite's command line once with `args` in a directory of its own; returns its stdout. */
-async function run(args: readonly string[], files: (dir: string) => void = () => {}): Promise<string> {
+/**
+ * Runs Flite's command line once with `args` in a directory of its own, `input` written there
+ * first; `files` reads what the run wrote. Returns its stdout.
+ */
+async function run(
+  args: readonly string[],
+  files: (dir: string) => void = () => {},
+  input?: { name: string; text: string },
+): Promise<string> {
   const f = await flite();
   const instance = f.spare ?? prepare(f.module);
   f.spare = undefined;
   const dir = runDir;
   mkdirSync(dir, { recursive: true });
   try {
+    if (input !== undefined) writeFileSync(join(dir, input.name), input.text);
     const stdout = openSync(join(dir, SEGMENTS_FILE), 'w+');
     let code: number;
     try {
@@ -195,6 +216,88 @@ function speechStart(pcm: Int16Array, rate: number, segments: string): number {
   return Math.max(0, i - Math.round(rate / 100));
 }
 
+/**
+ * The lone reading of every written word this thread has asked Flite for (its phones, pauses left
+ * out), most recently used last: a word read before costs no second run. At most READINGS_KEPT
+ * words (a word and its phones take some tens of bytes).
+ */
+const readings = new Map<string, readonly string[]>();
+const READINGS_KEPT = 20_000;
+
+/**
+ * The voice of the second run: every built-in voice reads with the same lexicon and rules (CMU's
+ * US English), and this one does it cheapest. Any difference would only be aligned around.
+ */
+const READING_VOICE = 'kal16';
+/** Durations of the second run: its waveform, never used, is then next to nothing to make. */
+const READING_STRETCH = 0.01;
+
+/** The lone readings of `tokens`, from the cache or one second run for those not read before. */
+async function readingsOf(tokens: readonly string[]): Promise<(readonly string[] | undefined)[]> {
+  const missing = [...new Set(tokens.filter((t) => !readings.has(t)))];
+  if (missing.length > 0) {
+    const out = await run(
+      [
+        '-voice',
+        READING_VOICE,
+        '--setf',
+        `duration_stretch=${READING_STRETCH}`,
+        '-ps',
+        '-f',
+        WORDS_FILE,
+        'none',
+      ],
+      () => {},
+      { name: WORDS_FILE, text: loneWordsInput(missing) },
+    );
+    const lines = parseLoneWords(out, missing.length);
+    if (lines === undefined) return tokens.map(() => undefined);
+    missing.forEach((token, i) => readings.set(token, lines[i] ?? []));
+  }
+  return tokens.map((token) => {
+    const phones = readings.get(token);
+    if (phones === undefined) return undefined;
+    readings.delete(token);
+    readings.set(token, phones);
+    return phones;
+  });
+}
+
+/** Drops the least recently used readings beyond READINGS_KEPT. */
+function trimReadings(): void {
+  for (const token of readings.keys()) {
+    if (readings.size <= READINGS_KEPT) return;
+    readings.delete(token);
+  }
+}
+
+/**
+ * The words of `text` on its waveform (see flite-words.ts), or none where Flite's output cannot be
+ * read that way: the piece's audio and its sentence mark never depend on its words.
+ */
+async function wordsOf(
+  text: string,
+  segmentTimes: string,
+  wave: { rate: number; from: number; length: number },
+): Promise<PlacedWord[]> {
+  const segments = parseSegmentTimes(segmentTimes);
+  if (segments === undefined) return [];
+  const words = writtenWords(text);
+  const asked = words.filter((w) => w.spoken).map((w) => w.token);
+  let phones: (readonly string[] | undefined)[];
+  try {
+    phones = await readingsOf(asked);
+  } catch {
+    // The second run failed: the piece keeps its audio and its sentence mark, without words.
+    return [];
+  } finally {
+    trimReadings();
+  }
+  let k = 0;
+  const all = words.map((w) => (w.spoken ? phones[k++] : undefined));
+  return placeWords(segments, words, all, wave);
+}
+
 /** Speaks one piece, posting its PCM through `task.port` (then SENTENCE_END); resolves with the samples posted. */
 export async function synthesize(task: FliteTask): Promise<number> {
   const output = new PieceOutput(task);
@@ -207,26 +310,20 @@ export async function synthesize(task: FliteTask): Promise<number> {
 
 async function speakPiece(task: FliteTask, output: PieceOutput): Promise<number> {
   let wave: { rate: number; pcm: Int16Array } | undefined;
-  // `-psdur` prints the segments with their end times: where the leading pause ends. Flite prints
-  // one relation per run (segments or words, never both), so words cannot be placed without a
-  // second synthesis: this engine gives sentence marks only.
+  // A NUL cannot be part of a command-line argument (and would be silence anyway).
+  const text = task.text.replaceAll('\0', ' ');
+  // `-psdur` prints the segments with their end times: where the leading pause ends, and where
+  // each word starts once its segments are known (wordsOf).
   const segments = await run(
-    [
-      '-voice',
-      task.voice,
-      '--setf',
-      `duration_stretch=${task.stretch}`,
-      '-psdur',
-      '-t',
-      // A NUL cannot be part of a command-line argument (and would be silence anyway).
-      task.text.replaceAll('\0', ' '),
-      WAVE_FILE,
-    ],
+    ['-voice', task.voice, '--setf', `duration_stretch=${task.stretch}`, '-psdur', '-t', text, WAVE_FILE],
     (dir) => (wave = parseWave(readFileSync(join(dir, WAVE_FILE)))),
   );
   if (wave === undefined) throw new Error('flite wrote no waveform');
   const from = task.continues ? speechStart(wave.pcm, wave.rate, segments) : 0;
-  return postWholeSentence(output, wave.pcm.subarray(from), wave.rate, task.sentenceEnd);
+  const words = task.words
+    ? await wordsOf(text, segments, { rate: wave.rate, from, length: wave.pcm.length - from })
+    : [];
+  return postWholeSentence(output, wave.pcm.subarray(from), wave.rate, task.sentenceEnd, words);
 }
 
 /** The names of the voices compiled into this build (`flite -lv`). */
