@@ -120,6 +120,23 @@ const LEVEL_DECAY = Math.exp(-1 / Math.round(CANONICAL_RATE * 0.1));
 /** Smoothing of the noise-floor gain (1 ms), well inside the look-ahead. */
 const FLOOR_SMOOTHING = 1 - Math.exp(-1 / Math.round(CANONICAL_RATE * 0.001));
 
+/** A GainStage's whole state (GainStage.snapshot): numbers and typed arrays, posted between threads as they are. */
+export interface GainStageState {
+  gainDb: number;
+  ceilingDbfs: number;
+  level: number;
+  floorGain: number;
+  held: Float64Array;
+  need: Float64Array;
+  deque: Int32Array;
+  head: number;
+  tail: number;
+  recent: Float64Array;
+  recentSum: number;
+  envelope: number;
+  count: number;
+}
+
 /**
  * A fixed gain followed by a look-ahead peak limiter, for one engine call's canonical PCM. Every
  * sample comes out exactly once and in place (same count, same positions), LIMITER_LOOKAHEAD − 1
@@ -133,6 +150,7 @@ const FLOOR_SMOOTHING = 1 - Math.exp(-1 / Math.round(CANONICAL_RATE * 0.001));
 export class GainStage {
   private readonly gain: number;
   private readonly gainDb: number;
+  private readonly ceilingDbfs: number;
   private readonly ceiling: number;
   /** Peak level of the input, held and decaying (see NOISE_FLOOR_DBFS). */
   private level = 0;
@@ -156,6 +174,7 @@ export class GainStage {
 
   constructor(gainDb: number, ceilingDbfs = LIMITER_CEILING_DBFS) {
     this.gainDb = gainDb;
+    this.ceilingDbfs = ceilingDbfs;
     this.gain = 10 ** (gainDb / 20);
     // A call starts in its engine's leading pause: at the noise floor.
     this.floorGain = gainDb > 0 ? 1 : this.gain;
@@ -165,6 +184,47 @@ export class GainStage {
     this.deque = new Int32Array(this.l + 1);
     this.recent = new Float64Array(this.l).fill(1);
     this.recentSum = this.l;
+  }
+
+  /**
+   * Everything the stage holds between two samples, as plain data a thread can post to another:
+   * a call whose pieces are spoken by different synthesis threads carries its stage from each
+   * piece's thread to the next one's (GainStage.restore), so the call sounds as if one stage had
+   * taken all of it.
+   */
+  snapshot(): GainStageState {
+    return {
+      gainDb: this.gainDb,
+      ceilingDbfs: this.ceilingDbfs,
+      level: this.level,
+      floorGain: this.floorGain,
+      held: this.held.slice(),
+      need: this.need.slice(),
+      deque: this.deque.slice(),
+      head: this.head,
+      tail: this.tail,
+      recent: this.recent.slice(),
+      recentSum: this.recentSum,
+      envelope: this.envelope,
+      count: this.count,
+    };
+  }
+
+  /** A stage that goes on exactly where the one that took `state` stood. */
+  static restore(state: GainStageState): GainStage {
+    const stage = new GainStage(state.gainDb, state.ceilingDbfs);
+    stage.level = state.level;
+    stage.floorGain = state.floorGain;
+    stage.held.set(state.held);
+    stage.need.set(state.need);
+    stage.deque.set(state.deque);
+    stage.head = state.head;
+    stage.tail = state.tail;
+    stage.recent.set(state.recent);
+    stage.recentSum = state.recentSum;
+    stage.envelope = state.envelope;
+    stage.count = state.count;
+    return stage;
   }
 
   /** The samples made final by `pcm` (fewer than it, or none, at the start of a call). */

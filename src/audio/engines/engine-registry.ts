@@ -20,7 +20,14 @@ import { espeakProvider } from './espeak.provider.js';
 import type { VoiceLanguages } from './language-decision.js';
 import { fliteProvider } from './flite.provider.js';
 import { neuralProvider } from './neural.provider.js';
-import { CALIBRATION_TEXT, collectPcm, LoudnessGains, withLoudnessMatching } from './loudness-gain.js';
+import {
+  CALIBRATION_TEXT,
+  collectPcm,
+  GainMeter,
+  LoudnessGains,
+  withLoudnessMatching,
+} from './loudness-gain.js';
+import { LOUDNESS_TABLE } from './loudness-table.js';
 import { withMarkup } from './markup-engine.js';
 import type { RemoteEndpoint } from './openai.engine.js';
 import {
@@ -113,7 +120,9 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
     return instance;
   };
   const calibrated = new Set<string>(PROVIDERS.filter((p) => p.loudness === 'calibrated').map((p) => p.id));
-  // The calibration speaks through the provider's own engine (no gain), within the call time limit.
+  // The calibration speaks through the provider's own engine (no gain), within the call time
+  // limit; its audio is measured in the meter's thread.
+  const meter = new GainMeter();
   const gains = new LoudnessGains(
     (binding, signal) =>
       collectPcm(
@@ -122,6 +131,8 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
           .synthesize({ text: CALIBRATION_TEXT, voice: binding, speechRate: 1 }, signal),
       ),
     timeouts.callMs,
+    LOUDNESS_TABLE,
+    (pcm) => meter.measure(pcm),
   );
   const bounded = new WeakMap<SpeechEngine, SpeechEngine>();
   const engines = () => catalogueEngines([...instances.values()]);
@@ -188,7 +199,7 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
       return lists.flat();
     },
     async close() {
-      await Promise.all([...instances.values()].map((i) => i.close()));
+      await Promise.all([...[...instances.values()].map((i) => i.close()), meter.close()]);
     },
   };
 }

@@ -5,6 +5,7 @@
  */
 import { AppError, errors } from '../../errors/app-error.js';
 
+import type { VoicedIndex } from '../voiced-index.js';
 import type { VoiceBinding } from './engine-registry.js';
 import type { LanguageRun } from './language-decision.js';
 
@@ -34,6 +35,12 @@ export interface SynthesisRequest {
   owner?: string;
   /** Seconds of its task's audio before this text: engines that queue work serve tasks further behind first. */
   startsAt?: number;
+  /**
+   * The voice's loudness gain in dB, for an engine that applies it itself (`appliesGain`): one
+   * GainStage over the whole call, run where the engine makes its samples. Set by the loudness
+   * matching layer only.
+   */
+  gainDb?: number;
 }
 
 /** Which boundaries a timing mark stands for. */
@@ -58,6 +65,8 @@ export interface TimingMark {
 export interface EngineAudio {
   pcm: Int16Array;
   marks: readonly TimingMark[];
+  /** Where the chunk is voiced at its start, its end and its marks, when its maker indexed it. */
+  voiced?: VoicedIndex | undefined;
 }
 
 /** A speech engine; abort the signal to stop synthesis (the iterator then throws the abort reason). */
@@ -78,6 +87,12 @@ export interface SpeechEngine {
    * from that PCM). Same deadlines, abort and errors as `synthesize`.
    */
   synthesizeMp3?: (req: SynthesisRequest, signal: AbortSignal) => AsyncIterable<EngineMp3Chunk>;
+  /**
+   * The engine applies `SynthesisRequest.gainDb` itself, exactly as a GainStage over the call's
+   * PCM would (same samples, marks with the chunk holding their sample): its synthesis threads
+   * do that per-sample work instead of the main thread.
+   */
+  appliesGain?: true;
 }
 
 /** A chunk of an engine's own MP3 as it arrived, and the canonical PCM it decoded to (may be empty). */

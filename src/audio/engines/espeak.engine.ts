@@ -150,6 +150,8 @@ export function createEspeakEngine(options: { threads?: number } = {}): EspeakEn
 /** The espeak engine over its synthesis threads (see SentenceWorkers: lanes, one-ahead pipelining). */
 class PooledEspeakEngine implements EspeakEngine {
   private readonly workers: SentenceWorkers;
+  /** The loudness gain runs in the synthesis threads (SentenceWorkers, PieceOutput). */
+  readonly appliesGain = true;
 
   constructor(threads: number) {
     this.workers = new SentenceWorkers(WORKER_URL, threads, { id: 'espeak', label: 'espeak-ng' });

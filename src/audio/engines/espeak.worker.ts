@@ -11,12 +11,8 @@ import { concatPcm } from '../pcm.js';
 import { createResampler } from '../resampler.js';
 import { lowerThreadPriority } from '../../common/worker-priority.js';
 import type { TimingMark } from './engine.js';
-import {
-  SENTENCE_END,
-  type EspeakCatalogue,
-  type SentenceChunk,
-  type SynthesizeTask,
-} from './espeak-protocol.js';
+import type { EspeakCatalogue, SynthesizeTask } from './espeak-protocol.js';
+import { PieceOutput } from './piece-output.js';
 import { CANONICAL_RATE } from '../pcm.js';
 
 // Synthesis is batch work: the event loop (requests, live listeners) goes first; the interactive
@@ -84,8 +80,9 @@ function utf16Length(codePoints: readonly string[], n: number): number {
 }
 
 /**
- * Speaks one sentence, posting its PCM through `task.port` as it is made (then SENTENCE_END);
- * resolves with the number of samples posted.
+ * Speaks one sentence, posting its PCM through `task.port` as it is made (then SENTENCE_END),
+ * through the call's GainStage when the task carries one (PieceOutput); resolves with the number
+ * of samples the sentence has.
  */
 export async function synthesize(task: SynthesizeTask): Promise<number> {
   const e = await espeak();
@@ -98,26 +95,26 @@ export async function synthesize(task: SynthesizeTask): Promise<number> {
     e.settings = settings;
   }
   const resampler = await createResampler(ESPEAK_RATE);
+  const output = new PieceOutput(task);
   const codePoints = Array.from(task.text);
   let pending: Int16Array[] = [];
   let pendingSamples = 0;
   let pendingMarks: TimingMark[] = [];
   let posted = 0;
   let nextPostAt = FIRST_CHUNK_SAMPLES;
-  /** Posts the pending PCM with the marks that fall in it; `last` also sends the rest (end marks). */
+  /** Sends the pending PCM with the marks that fall in it; `last` also sends the rest (end marks). */
   const post = (last: boolean) => {
     if (pendingSamples === 0 && !(last && pendingMarks.length > 0)) return;
     const pcm = concatPcm(pending); // a fresh array: its buffer can be transferred
     const end = posted + pcm.length;
     const marks = last ? pendingMarks : pendingMarks.filter((m) => m.sample < end);
     pendingMarks = last ? [] : pendingMarks.filter((m) => m.sample >= end);
-    const chunk: SentenceChunk = {
-      pcm,
-      marks: marks.map((m) => ({ ...m, sample: Math.min(m.sample, end) })),
-    };
     posted = end;
     nextPostAt = 2 * pcm.length;
-    task.port.postMessage(chunk, [pcm.buffer as ArrayBuffer]); // detaches pcm
+    output.send(
+      pcm,
+      marks.map((m) => ({ ...m, sample: Math.min(m.sample, end) })),
+    );
     pending = [];
     pendingSamples = 0;
   };
@@ -127,19 +124,22 @@ export async function synthesize(task: SynthesizeTask): Promise<number> {
     pendingSamples += pcm.length;
   };
   try {
-    e.worker.synthesize(task.text, (pcm, events) => {
-      pendingMarks.push(...marksOf(events, codePoints));
-      add(resampler.process(pcm));
-      if (pendingSamples >= nextPostAt) post(false);
-      return false;
-    });
-    add(resampler.flush());
+    try {
+      e.worker.synthesize(task.text, (pcm, events) => {
+        pendingMarks.push(...marksOf(events, codePoints));
+        add(resampler.process(pcm));
+        if (pendingSamples >= nextPostAt) post(false);
+        return false;
+      });
+      add(resampler.flush());
+    } finally {
+      resampler.destroy();
+    }
+    post(true);
+    return await output.end();
   } finally {
-    resampler.destroy();
+    output.close();
   }
-  post(true);
-  task.port.postMessage(SENTENCE_END);
-  return posted;
 }
 
 /** Lists the voices and variants of this build (for validation and the voice catalogue). */

@@ -174,6 +174,8 @@ export function flitePieces(text: string): FlitePiece[] {
 
 class FliteEngine implements SpeechEngine {
   private readonly workers: SentenceWorkers;
+  /** The loudness gain runs in the synthesis threads (SentenceWorkers, PieceOutput). */
+  readonly appliesGain = true;
 
   constructor(threads: number) {
     this.workers = new SentenceWorkers(WORKER_URL, threads, { id: 'flite', label: 'Flite' });

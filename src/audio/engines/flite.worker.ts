@@ -31,6 +31,7 @@ import {
   writtenWords,
   type PlacedWord,
 } from './flite-words.js';
+import { PieceOutput } from './piece-output.js';
 import { postWholeSentence } from './sentence-output.js';
 
 // Synthesis is batch work: the event loop (requests, live listeners) goes first; the interactive
@@ -299,6 +300,15 @@ async function wordsOf(
 
 /** Speaks one piece, posting its PCM through `task.port` (then SENTENCE_END); resolves with the samples posted. */
 export async function synthesize(task: FliteTask): Promise<number> {
+  const output = new PieceOutput(task);
+  try {
+    return await speakPiece(task, output);
+  } finally {
+    output.close();
+  }
+}
+
+async function speakPiece(task: FliteTask, output: PieceOutput): Promise<number> {
   let wave: { rate: number; pcm: Int16Array } | undefined;
   // A NUL cannot be part of a command-line argument (and would be silence anyway).
   const text = task.text.replaceAll('\0', ' ');
@@ -313,7 +323,7 @@ export async function synthesize(task: FliteTask): Promise<number> {
   const words = task.words
     ? await wordsOf(text, segments, { rate: wave.rate, from, length: wave.pcm.length - from })
     : [];
-  return postWholeSentence(task.port, wave.pcm.subarray(from), wave.rate, task.sentenceEnd, words);
+  return postWholeSentence(output, wave.pcm.subarray(from), wave.rate, task.sentenceEnd, words);
 }
 
 /** The names of the voices compiled into this build (`flite -lv`). */

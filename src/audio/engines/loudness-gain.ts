@@ -13,6 +13,9 @@
  * time); any other binding is measured on its first use in the process, once, and remembered.
  */
 import { createHash } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import { siblingModuleUrl, workerExecArgv } from '../../common/worker-url.js';
 import {
   GainStage,
   integratedLoudness,
@@ -75,8 +78,9 @@ const TARGET_MONO = LOUDNESS_TARGET_LUFS - STEREO_OFFSET_LU;
  * peaks, capped at MAX_GAIN_DB. Silence gets 0 dB.
  */
 export async function gainForCalibration(pcm: Int16Array): Promise<number> {
-  // Each pass over the audio (a few tens of ms of main-thread CPU) runs in a turn of its own, so
-  // streams served meanwhile are not held up by one long block.
+  // Each pass over the audio (a few tens of ms of CPU) runs in a turn of its own, so a thread that
+  // serves other work meanwhile (the main thread, where no GainMeter measures) is not held up by
+  // one long block.
   await yieldTurn();
   const raw = integratedLoudness(pcm);
   if (!Number.isFinite(raw)) return 0;
@@ -102,6 +106,33 @@ export function applyGain(pcm: Int16Array, gainDb: number): Int16Array {
   return out;
 }
 
+/**
+ * Measures gains (gainForCalibration) in a thread of its own at lower priority, one at a time: a
+ * tenant that uses many bindings the table lacks queues their measurements there, instead of
+ * holding the event loop with each. Started on first use, retired after an idle minute.
+ */
+export class GainMeter {
+  private readonly pool = new Piscina({
+    filename: fileURLToPath(MEASURE_WORKER),
+    execArgv: workerExecArgv(MEASURE_WORKER),
+    minThreads: 0,
+    maxThreads: 1,
+    idleTimeout: 60_000,
+  });
+
+  /** The gain of `pcm` (calibration audio; its buffer is handed to the thread, so it is left detached). */
+  async measure(pcm: Int16Array): Promise<number> {
+    const own = pcm.byteOffset === 0 && pcm.byteLength === pcm.buffer.byteLength;
+    return (await this.pool.run(pcm, own ? { transferList: [pcm.buffer as ArrayBuffer] } : {})) as number;
+  }
+
+  async close(): Promise<void> {
+    await this.pool.destroy();
+  }
+}
+
+const MEASURE_WORKER = siblingModuleUrl(import.meta.url, 'loudness-measure.worker');
+
 /** Most gains measured at run time kept per process (each is a few bytes; the oldest go first). */
 const MAX_MEASURED = 10_000;
 
@@ -116,6 +147,8 @@ export class LoudnessGains {
     /** How long one measurement may take. */
     private readonly timeoutMs: number,
     table: { basis: string; gains: Readonly<Record<string, number>> } = LOUDNESS_TABLE,
+    /** The gain of the calibration audio (GainMeter.measure runs it off the main thread). */
+    private readonly measure: (pcm: Int16Array) => Promise<number> = gainForCalibration,
   ) {
     this.table = table.basis === CALIBRATION_BASIS ? table.gains : {};
   }
@@ -131,7 +164,7 @@ export class LoudnessGains {
     if (stored !== undefined) return stored;
     let gain = this.measured.get(key);
     if (gain === undefined) {
-      gain = this.calibrate(binding, AbortSignal.timeout(this.timeoutMs)).then(gainForCalibration);
+      gain = this.calibrate(binding, AbortSignal.timeout(this.timeoutMs)).then((pcm) => this.measure(pcm));
       this.measured.set(key, gain);
       if (this.measured.size > MAX_MEASURED) {
         const oldest = this.measured.keys().next().value;
@@ -172,12 +205,17 @@ export async function collectPcm(chunks: AsyncIterable<Int16Array>): Promise<Int
 /**
  * `engine` with each call's PCM through the GainStage of its voice's gain: the same samples in
  * number and place, marks passed on with the chunk that holds their sample, an engine's own MP3
- * bytes forwarded unchanged (only the PCM decoded from them is matched).
+ * bytes forwarded unchanged (only the PCM decoded from them is matched). An engine that applies
+ * the gain itself (the built-in ones, in their synthesis threads) is asked to; otherwise the
+ * stage runs here, on the thread that reads the engine.
  */
 export function withLoudnessMatching(
   engine: SpeechEngine,
   gainFor: (binding: VoiceBinding, signal: AbortSignal) => Promise<number>,
 ): SpeechEngine {
+  // An engine's own MP3 cannot take a gain: such an engine's PCM is matched here.
+  if (engine.appliesGain === true && engine.synthesizeMp3 === undefined)
+    return withGainInEngine(engine, gainFor);
   async function* marked(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<EngineAudio> {
     const stage = new GainStage(await gainFor(req.voice, signal));
     let pending: TimingMark[] = [];
@@ -222,5 +260,26 @@ export function withLoudnessMatching(
     synthesize: plain,
     ...(engine.synthesizeWithMarks !== undefined && { synthesizeWithMarks: marked }),
     ...(mp3 !== undefined && { synthesizeMp3: forwarded }),
+  };
+}
+
+/**
+ * An engine that applies the gain itself, given its voice's gain with each call: the per-sample
+ * work of the stage runs where the engine makes its samples (its synthesis threads, at their
+ * priority), and the main thread only passes the chunks on.
+ */
+function withGainInEngine(
+  engine: SpeechEngine,
+  gainFor: (binding: VoiceBinding, signal: AbortSignal) => Promise<number>,
+): SpeechEngine {
+  async function* marked(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<EngineAudio> {
+    yield* audioWithMarks(engine, { ...req, gainDb: await gainFor(req.voice, signal) }, signal);
+  }
+  async function* plain(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {
+    yield* engine.synthesize({ ...req, gainDb: await gainFor(req.voice, signal) }, signal);
+  }
+  return {
+    synthesize: plain,
+    ...(engine.synthesizeWithMarks !== undefined && { synthesizeWithMarks: marked }),
   };
 }

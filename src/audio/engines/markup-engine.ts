@@ -6,6 +6,7 @@
  * merged audio, live streams and one-shots all carry it, and every sample is counted like speech.
  */
 import { CANONICAL_RATE } from '../pcm.js';
+import { silentIndex } from '../voiced-index.js';
 import { parseMarkup, speakableText, type SpeakableText } from '../../text/markup.js';
 import {
   audioWithMarks,
@@ -136,7 +137,7 @@ export function withMarkup(engine: SpeechEngine, options: MarkupOptions): Speech
     for (const part of parts) {
       signal.throwIfAborted();
       if (part.kind === 'pause') {
-        for (const pcm of silence(part.samples)) yield { pcm, marks: [] };
+        for (const pcm of silence(part.samples)) yield { pcm, marks: [], voiced: silentIndex(pcm.length) };
         at += part.samples;
       } else {
         const request = { ...part.request, startsAt };
@@ -151,7 +152,7 @@ export function withMarkup(engine: SpeechEngine, options: MarkupOptions): Speech
           if (first && !chunk.marks.some((m) => m.kind === 'sentence' && m.sample === 0))
             marks.unshift({ kind: 'sentence', sample: partAt, textStart: part.start, textEnd: part.end });
           first = false;
-          yield { pcm: chunk.pcm, marks };
+          yield { pcm: chunk.pcm, marks, ...(chunk.voiced !== undefined && { voiced: chunk.voiced }) };
           at += chunk.pcm.length;
         }
       }

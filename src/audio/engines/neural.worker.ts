@@ -8,6 +8,7 @@
 import { workerData } from 'piscina';
 import { lowerThreadPriority } from '../../common/worker-priority.js';
 import type { NeuralModelRef, NeuralTask } from './neural-protocol.js';
+import { PieceOutput } from './piece-output.js';
 import { postWholeSentence } from './sentence-output.js';
 import { loadOfflineTts, speak, type SherpaOfflineTts } from './sherpa-onnx.js';
 
@@ -54,9 +55,14 @@ function toInt16(samples: Float32Array): Int16Array {
 
 /** Speaks one piece, posting its PCM through `task.port` (then SENTENCE_END); resolves with the samples posted. */
 export async function synthesize(task: NeuralTask): Promise<number> {
-  const tts = modelFor(task.model, task.memoryBytes);
-  const audio = speak(tts, task.text, task.sid, task.speed);
-  return postWholeSentence(task.port, toInt16(audio.samples), audio.sampleRate, task.sentenceEnd);
+  const output = new PieceOutput(task);
+  try {
+    const tts = modelFor(task.model, task.memoryBytes);
+    const audio = speak(tts, task.text, task.sid, task.speed);
+    return await postWholeSentence(output, toInt16(audio.samples), audio.sampleRate, task.sentenceEnd);
+  } finally {
+    output.close();
+  }
 }
 
 // Piscina resolves the default export when a thread starts (the `synthesize` task runs as default).

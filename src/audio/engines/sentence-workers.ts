@@ -13,7 +13,14 @@ import { workerExecArgv } from '../../common/worker-url.js';
 import { CANONICAL_RATE, concatPcm } from '../pcm.js';
 import { EngineCallError, type EngineAudio, type SynthesisRequest, type TimingMark } from './engine.js';
 import { PriorityTaskQueue, withQueueOptions, type SynthesisQueueOptions } from './priority-task-queue.js';
-import { SENTENCE_END, type SentenceChunk, type SentenceTask } from './sentence-protocol.js';
+import { concatVoiced } from '../voiced-index.js';
+import {
+  SENTENCE_END,
+  SENTENCE_STARTED,
+  type PieceChain,
+  type SentenceChunk,
+  type SentenceTask,
+} from './sentence-protocol.js';
 
 /** A pool of synthesis threads running `workerUrl`; batch threads lower their priority, the interactive lane's do not. */
 export function createSynthesisPool(
@@ -77,10 +84,14 @@ export class SentenceWorkers {
   }
 
   /** Runs one piece: an interactive one on the interactive lane when batch work holds the batch threads. */
-  private run(task: SentenceTask, options: SynthesisQueueOptions): Promise<unknown> {
+  private run(
+    task: SentenceTask,
+    options: SynthesisQueueOptions,
+    ports: readonly MessagePort[] = [],
+  ): Promise<unknown> {
     const interactive = options.interactive === true;
     const toLane = interactive && this.batchInPool >= this.threads && this.inLane < INTERACTIVE_LANE_DEPTH;
-    const transfer = { transferList: [task.port] };
+    const transfer = { transferList: [task.port, ...ports] };
     const done = toLane
       ? this.interactiveLane.run(task, transfer)
       : this.pool.run(withQueueOptions(task, options), transfer);
@@ -113,19 +124,38 @@ export class SentenceWorkers {
     let produced = 0;
     let submittedAhead = 0;
     const estimate = (text: string) => (text.length / 14) * req.speechRate;
+    // With a gain, the call's GainStage runs in the threads, handed from piece to piece: each
+    // piece gets the port the previous one hands it over on, and one to hand it on.
+    const gainDb = req.gainDb;
+    let handOver: MessagePort | undefined;
     const start = (i: number): PieceAudio | undefined => {
       const piece = pieces[i];
       if (piece === undefined) return undefined;
+      let chain: PieceChain | undefined;
+      const ports: MessagePort[] = [];
+      if (gainDb !== undefined) {
+        const from = handOver;
+        const channel = i + 1 < pieces.length ? new MessageChannel() : undefined;
+        handOver = channel?.port2;
+        chain = {
+          gainDb,
+          textAt: piece.at,
+          ...(from !== undefined && { from }),
+          ...(channel !== undefined && { to: channel.port1 }),
+        };
+        if (from !== undefined) ports.push(from);
+        if (channel !== undefined) ports.push(channel.port1);
+      }
+      const rank = (req.startsAt ?? 0) + produced + submittedAhead;
       // Not aborting a running task on purpose: piscina would kill the thread and its warm instance.
-      const audio = new PieceAudio((port) =>
-        this.run(
-          { ...taskFor(piece, i), port },
-          {
-            interactive: req.interactive === true,
-            owner: req.owner,
-            rank: (req.startsAt ?? 0) + produced + submittedAhead,
-          },
-        ),
+      const audio = new PieceAudio(
+        (port) =>
+          this.run(
+            { ...taskFor(piece, i), port, ...(chain !== undefined && { chain }) },
+            { interactive: req.interactive === true, owner: req.owner, rank },
+            ports,
+          ),
+        chain !== undefined,
       );
       submittedAhead += estimate(piece.text);
       return audio;
@@ -139,6 +169,9 @@ export class SentenceWorkers {
       for (let i = 0; next !== undefined; i++) {
         signal.throwIfAborted();
         current = next;
+        // A chained piece waits in its thread for the stage of the one before: it is queued only
+        // once that one has a thread, so no thread ever waits for a piece still in the queue.
+        if (gainDb !== undefined) await untilAborted(current.started, signal);
         next = start(i + 1);
         const pieceStart = pieceAt;
         for (;;) {
@@ -155,7 +188,10 @@ export class SentenceWorkers {
           if (chunk === null) break;
           produced += chunk.pcm.length / CANONICAL_RATE;
           pieceAt += chunk.pcm.length;
-          yield { pcm: chunk.pcm, marks: shifted(chunk.marks, pieceStart, pieces[i]?.at ?? 0) };
+          // A chained piece's marks are on the call's timeline already.
+          const marks =
+            gainDb !== undefined ? chunk.marks : shifted(chunk.marks, pieceStart, pieces[i]?.at ?? 0);
+          yield { pcm: chunk.pcm, marks, ...(chunk.voiced !== undefined && { voiced: chunk.voiced }) };
         }
         submittedAhead -= estimate(pieces[i]?.text ?? '');
       }
@@ -163,6 +199,7 @@ export class SentenceWorkers {
       // Abandoned (abort, error, early return): the ports of the pieces in flight are closed.
       current?.close();
       next?.close();
+      handOver?.close();
     }
   }
 
@@ -181,12 +218,23 @@ class PieceAudio {
   private ended = false;
   private failure: { err: unknown } | undefined;
   private wake: (() => void) | undefined;
+  /** Resolves once a thread took the piece (a chained one says so; others count as taken at once), or it failed. */
+  readonly started: Promise<void>;
+  private markStarted: () => void = () => {};
 
-  /** `run` starts the worker's task with the port its chunks go to (transferred to the worker). */
-  constructor(run: (port: MessagePort) => Promise<unknown>) {
+  /**
+   * `run` starts the worker's task with the port its chunks go to (transferred to the worker);
+   * `chained`: the task says when a thread took it (SENTENCE_STARTED).
+   */
+  constructor(run: (port: MessagePort) => Promise<unknown>, chained = false) {
     const { port1, port2 } = new MessageChannel();
     this.port = port1;
-    port1.on('message', (message: SentenceChunk | typeof SENTENCE_END) => {
+    this.started = chained ? new Promise((resolve) => (this.markStarted = resolve)) : Promise.resolve();
+    port1.on('message', (message: SentenceChunk | typeof SENTENCE_END | typeof SENTENCE_STARTED) => {
+      if (message === SENTENCE_STARTED) {
+        this.markStarted();
+        return;
+      }
       if (message === SENTENCE_END) {
         this.ended = true;
         port1.close(); // nothing follows; an open port would keep the process alive
@@ -196,6 +244,7 @@ class PieceAudio {
     run(port2).catch((err: unknown) => {
       this.failure = { err };
       port1.close();
+      this.markStarted();
       this.notify();
     });
   }
@@ -209,9 +258,7 @@ class PieceAudio {
       if (this.arrived.length > 0) {
         const chunks = this.arrived;
         this.arrived = [];
-        return chunks.length === 1 && chunks[0] !== undefined
-          ? chunks[0]
-          : { pcm: concatPcm(chunks.map((c) => c.pcm)), marks: chunks.flatMap((c) => c.marks) };
+        return chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : merged(chunks);
       }
       if (this.ended) return null;
       if (this.failure !== undefined) throw this.failure.err;
@@ -230,6 +277,16 @@ class PieceAudio {
     this.wake = undefined;
     wake?.();
   }
+}
+
+/** Chunks of a piece that arrived together, as one (their voiced indexes joined). */
+function merged(chunks: readonly SentenceChunk[]): SentenceChunk {
+  const voiced = concatVoiced(chunks.map((c) => ({ length: c.pcm.length, voiced: c.voiced })));
+  return {
+    pcm: concatPcm(chunks.map((c) => c.pcm)),
+    marks: chunks.flatMap((c) => c.marks),
+    ...(voiced !== undefined && { voiced }),
+  };
 }
 
 /** `parts` of `text` (its trimmed substrings, in order) with where each starts in it. */

@@ -10,12 +10,9 @@
  * holding the text up to that mark.
  */
 import type { EngineAudio, TimingMark } from '../../audio/engines/engine.js';
+import { isVoiced, type VoicedIndex } from '../../audio/voiced-index.js';
 
-/**
- * Samples at least this loud (|s|, s16) count as voiced: −50 dBFS, below any speech and above
- * the dither and resampling ripple engines leave in their pauses.
- */
-export const VOICED_LEVEL = 104;
+export { VOICED_LEVEL } from '../../audio/voiced-index.js';
 
 /** A word's span in samples and its text range (UTF-16 offsets into the piece's text). */
 export interface WordTiming {
@@ -64,14 +61,15 @@ export class TimingCollector {
   add(chunk: EngineAudio): SentenceTiming[] {
     const { pcm, marks } = chunk;
     const base = this.position;
+    const index = chunk.voiced === undefined ? undefined : new IndexCursor(chunk.voiced);
     let scanned = 0;
     for (const mark of marks) {
       const at = Math.min(Math.max(mark.sample - base, scanned), pcm.length);
-      this.scan(pcm, scanned, at, base);
+      this.look(pcm, index, scanned, at, base);
       scanned = at;
       this.mark(mark, base + at);
     }
-    this.scan(pcm, scanned, pcm.length, base);
+    this.look(pcm, index, scanned, pcm.length, base);
     this.position = base + pcm.length;
     return this.take();
   }
@@ -88,22 +86,42 @@ export class TimingCollector {
     return out;
   }
 
-  private scan(pcm: Int16Array, from: number, to: number, base: number): void {
+  /**
+   * Takes in samples `from`–`to` of the chunk: the first voiced one opens the spans still waiting
+   * for their voice, the last one moves where spans end. Read off the chunk's index when it has
+   * both positions (a few lookups), else scanned sample by sample.
+   */
+  private look(
+    pcm: Int16Array,
+    index: IndexCursor | undefined,
+    from: number,
+    to: number,
+    base: number,
+  ): void {
     const opening = [this.sentence, this.word].filter(
       (span) => span !== undefined && span.voiced === undefined,
     );
+    const start = index?.find(from);
+    const end = index?.find(to);
+    if (index !== undefined && start !== undefined && end !== undefined) {
+      if (from >= to) return;
+      const first = index.next(start);
+      if (first !== -1 && first < to)
+        for (const span of opening) if (span !== undefined) span.voiced = base + first;
+      const last = index.prev(end);
+      if (last >= from) this.lastVoiced = base + last;
+      return;
+    }
     if (opening.length > 0) {
       for (let i = from; i < to; i++) {
-        const s = pcm[i] ?? 0;
-        if (s >= VOICED_LEVEL || s <= -VOICED_LEVEL) {
+        if (isVoiced(pcm[i] ?? 0)) {
           for (const span of opening) if (span !== undefined) span.voiced = base + i;
           break;
         }
       }
     }
     for (let i = to - 1; i >= from; i--) {
-      const s = pcm[i] ?? 0;
-      if (s >= VOICED_LEVEL || s <= -VOICED_LEVEL) {
+      if (isVoiced(pcm[i] ?? 0)) {
         this.lastVoiced = base + i;
         return;
       }
@@ -160,5 +178,27 @@ export class TimingCollector {
       textEnd: sentence.textEnd,
       words: sentence.words,
     });
+  }
+}
+
+/** Reads a chunk's VoicedIndex at the positions the collector asks for, which only move forward. */
+class IndexCursor {
+  private k = 0;
+
+  constructor(private readonly index: VoicedIndex) {}
+
+  /** Where `position` is in the index, or undefined when the index does not hold it. */
+  find(position: number): number | undefined {
+    const { at } = this.index;
+    while (this.k < at.length && at[this.k]! < position) this.k++;
+    return this.k < at.length && at[this.k] === position ? this.k : undefined;
+  }
+
+  next(k: number): number {
+    return this.index.next[k]!;
+  }
+
+  prev(k: number): number {
+    return this.index.prev[k]!;
   }
 }
