@@ -40,8 +40,17 @@ export function createSynthesisPool(
     // A task that could not be placed goes back to its place in the queue, not to its end.
     stricterFIFO: true,
     idleTimeout: 60_000,
+    closeTimeout: CLOSE_TIMEOUT_MS,
   });
 }
+
+/**
+ * How long closing waits for the pieces being spoken. A thread terminated inside a native call
+ * (sherpa-onnx's generate) aborts the whole process when the addon then reaches into the dying
+ * environment, so closing lets running pieces finish (queued ones are dropped) and only then ends
+ * the threads; past this a thread stuck in an engine is ended anyway.
+ */
+const CLOSE_TIMEOUT_MS = 10_000;
 
 /**
  * Interactive sentences the interactive lane takes at once (one running, one next); more go to the
@@ -204,7 +213,9 @@ export class SentenceWorkers {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.pool.destroy(), this.interactiveLane.destroy()]);
+    // A close that timed out has destroyed its pool too: nothing is left to wait for.
+    const close = (pool: Piscina) => pool.close({ force: true }).catch(() => undefined);
+    await Promise.all([close(this.pool), close(this.interactiveLane)]);
   }
 }
 
