@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { nginxFrontConf } from '../../test/helpers/nginx-front.js';
+import { serverCommand } from './pinning.js';
 import { freePort } from './server.js';
 
 /** A file nginx serves as `/audio.mp3`. */
@@ -92,7 +93,9 @@ http {
 
 /** Runs nginx with the config file `conf` until `probeUrl` answers 200; resolves with its stop function. */
 async function launchNginx(root: string, conf: string, probeUrl: string): Promise<() => Promise<void>> {
-  const child = spawn('nginx', ['-c', conf, '-p', root], { stdio: 'inherit' });
+  // On the server side's cores when the run is pinned; its worker inherits them.
+  const [command, args] = serverCommand('nginx', ['-c', conf, '-p', root]);
+  const child = spawn(command, args, { stdio: 'inherit' });
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGQUIT');
