@@ -159,7 +159,7 @@ async function runNginx(url: string, crowd: number): Promise<StreamClientResult>
 
 async function main(): Promise<number> {
   ensureDebianPackages({ nginx: 'nginx' });
-  pinByDefault();
+  pinByDefault('1', '0');
   pinClient();
   console.log(pinningLine());
   console.log(

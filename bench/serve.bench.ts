@@ -8,6 +8,9 @@
  * alternating, and a bare node:http server answering the same ranges from memory
  * (bench/lib/bare-range-server.ts: the platform's ceiling, no framework, auth or logs). Prints
  * requests/s, non-206 answers and the ratios; exits 1 below 0.6× nginx.
+ * Pinned by default: the service, nginx and the bare server on core 1 (`taskset -c 1`), this
+ * process and `wrk` on core 0, the same in every run; SERVER_CPUS / CLIENT_CPUS choose other
+ * cores (empty: not pinned). The shared scale-out test servers are not moved.
  * SCALE_OUT=1 NODES=2: a second node of the same cluster serves the same task; `wrk` runs against
  * both nodes at once (CONNECTIONS/2 each) and their requests/s are added up.
  * FRONT=nginx: `wrk` asks the README's load balancer (deploy/nginx-two-nodes.conf, which keeps
@@ -18,6 +21,7 @@ import { once } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { pinByDefault, pinClient, pinningLine, pinServer } from './lib/pinning.js';
 import { serveFileWithNginx, startNginxFront, type NginxFile, type NginxFront } from './lib/nginx.js';
 import {
   cpuSeconds,
@@ -100,6 +104,10 @@ async function wrkNodes(origins: string[], scriptPath: string): Promise<WrkResul
 async function main(): Promise<number> {
   ensureDebianPackages({ nginx: 'nginx', wrk: 'wrk' });
   if (FRONT !== '' && FRONT !== 'nginx') throw new Error(`FRONT=${FRONT}: only FRONT=nginx is known`);
+  // The load client on its own core: a one-process client sharing the server's core measures both.
+  pinByDefault('1', '0');
+  pinClient();
+  console.log(pinningLine());
   const server = await startServer(
     {
       RATE_LIMIT_MAX: '1000000',
@@ -141,6 +149,7 @@ async function main(): Promise<number> {
       { execArgv: ['--import', 'tsx'] },
     );
     await once(bare, 'message');
+    pinServer(bare.pid ?? 0);
     const ours = new URL(task.audioUrl);
     // A running deployment's load balancer has the file already: fill its copy before timing.
     if (front !== undefined)

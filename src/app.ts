@@ -508,7 +508,10 @@ async function registerRoutes(
     rateLimitStore: adapters.rateLimitStore,
   };
   await http.register(consoleRoutes({ publicUrl: config.publicUrl }));
-  await http.register(audioRoutes(tasks, adapters.blobs, stream, perAddress));
+  // The common finished-audio request answered before routing, where its answers are the routes'.
+  const shortcut =
+    config.http.corsOrigins.length === 0 && config.http.trustProxy.length === 0 ? { metrics } : undefined;
+  await http.register(audioRoutes(tasks, adapters.blobs, stream, { ...perAddress, shortcut }));
   // Stream endpoints: only the task's `auth` query token, never a bearer key.
   await http.register(streamRoutes(stream, perAddress));
   // Subtitles and timestamps: the task's `auth` token (a <track src> sends no header) or the owner's key.

@@ -93,7 +93,7 @@ http {
 
 /** Runs nginx with the config file `conf` until `probeUrl` answers 200; resolves with its stop function. */
 async function launchNginx(root: string, conf: string, probeUrl: string): Promise<() => Promise<void>> {
-  // On the server's cores when pinned, like the service it is the reference of.
+  // On the server side's cores when the run is pinned; its worker inherits them.
   const [command, args] = serverCommand('nginx', ['-c', conf, '-p', root]);
   const child = spawn(command, args, { stdio: 'inherit' });
   const stop = async () => {

@@ -2,39 +2,57 @@
  * Separate cores for the server and the load: SERVER_CPUS and CLIENT_CPUS (taskset lists such as
  * "1" or "0,2"). With both set the server side runs on one set and every client process on the
  * other, so the load generator never takes CPU from the service it measures (nor the other way).
+ * A benchmark may pin by default (pinByDefault); the variables, when set, still decide.
  */
 import { execFileSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 
 /** The cores of the server side (SERVER_CPUS), if pinned. */
-export let serverCpus = process.env.SERVER_CPUS || undefined;
+export function serverCpus(): string | undefined {
+  return process.env.SERVER_CPUS || undefined;
+}
+
 /** The cores of the client side (CLIENT_CPUS), if pinned. */
-export let clientCpus = process.env.CLIENT_CPUS || undefined;
+export function clientCpus(): string | undefined {
+  return process.env.CLIENT_CPUS || undefined;
+}
 
 /**
- * For a benchmark that is only meaningful pinned: the server side on core `server` and the clients
- * on core `client` unless SERVER_CPUS / CLIENT_CPUS say otherwise (a machine with one core stays unpinned).
+ * Pins the server side to `server` and the clients to `client` unless SERVER_CPUS / CLIENT_CPUS say
+ * otherwise (an empty value: not pinned). Nothing on a machine with fewer cores than that needs.
  */
-export function pinByDefault(server = '1', client = '0'): void {
-  if (availableParallelism() < 2) return;
-  serverCpus ??= server;
-  clientCpus ??= client;
+export function pinByDefault(server: string, client: string): void {
+  const highest = Math.max(...`${server},${client}`.split(/[,-]/).map(Number));
+  if (availableParallelism() <= highest) return;
+  process.env.SERVER_CPUS ??= server;
+  process.env.CLIENT_CPUS ??= client;
 }
 
 /** `command args` to spawn the server with: under `taskset -c SERVER_CPUS` when set. */
 export function serverCommand(command: string, args: readonly string[]): [string, string[]] {
-  return serverCpus === undefined ? [command, [...args]] : ['taskset', ['-c', serverCpus, command, ...args]];
+  const cpus = serverCpus();
+  return cpus === undefined ? [command, [...args]] : ['taskset', ['-c', cpus, command, ...args]];
+}
+
+/** Moves a running server-side process (every thread) to SERVER_CPUS, when set. */
+export function pinServer(pid: number): void {
+  const cpus = serverCpus();
+  if (cpus === undefined) return;
+  execFileSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' });
 }
 
 /** Moves this process (every thread) to CLIENT_CPUS; processes it starts afterwards inherit it. */
 export function pinClient(): void {
-  if (clientCpus === undefined) return;
-  execFileSync('taskset', ['-a', '-p', '-c', clientCpus, String(process.pid)], { stdio: 'ignore' });
+  const cpus = clientCpus();
+  if (cpus === undefined) return;
+  execFileSync('taskset', ['-a', '-p', '-c', cpus, String(process.pid)], { stdio: 'ignore' });
 }
 
 /** How the run was pinned, for the report. */
 export function pinningLine(): string {
-  return serverCpus === undefined && clientCpus === undefined
+  const server = serverCpus();
+  const client = clientCpus();
+  return server === undefined && client === undefined
     ? 'cores: not pinned (server and clients share every core)'
-    : `cores: server on ${serverCpus ?? 'any'}, clients on ${clientCpus ?? 'any'}`;
+    : `cores: server side (taskset -c) on ${server ?? 'any'}, clients on ${client ?? 'any'}`;
 }

@@ -11,8 +11,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { scaleOutRequested, scaleOutServerEnv } from './scale-out.js';
 import { serverCommand } from './pinning.js';
+import { scaleOutRequested, scaleOutServerEnv } from './scale-out.js';
 
 /** Installs the Debian packages whose commands are missing (apt-get, as scripts/setup-debian.sh does). */
 export function ensureDebianPackages(commandsByPackage: Record<string, string>): void {
@@ -68,7 +68,7 @@ export interface BenchServer {
 
 /**
  * Starts `node --import tsx src/main.ts` (with `SERVER_BUILD=dist`: the compiled `node dist/main.js`
- * that `npm start` runs, built beforehand) on a temporary DATA_DIR (with SCALE_OUT=1 on the scale-out
+ * that `npm start` runs, built beforehand; on SERVER_CPUS when set) on a temporary DATA_DIR (with SCALE_OUT=1 on the scale-out
  * adapters: bench/lib/scale-out.ts); resolves when /healthz answers.
  */
 export async function startServer(
@@ -87,7 +87,7 @@ export async function startServer(
   const log = join(dataDir, 'server.log');
   const logFile = openSync(log, 'w');
   const entry = process.env.SERVER_BUILD === 'dist' ? ['dist/main.js'] : ['--import', 'tsx', 'src/main.ts'];
-  // Under `taskset -c SERVER_CPUS` when pinned (taskset execs node: the pid is the server's).
+  // Under `taskset -c SERVER_CPUS` when the run is pinned (taskset execs node: the pid is node's).
   const [command, args] = serverCommand(process.execPath, [...nodeArgs, ...entry]);
   const child = spawn(command, args, {
     env: {

@@ -31,6 +31,11 @@ export interface ServiceMetrics {
   readonly registry: Registry;
   /** The Prometheus text exposition of every metric. */
   render(): Promise<{ contentType: string; body: string }>;
+  /**
+   * Counts one answered request as the hooks do (route = its route pattern), for a path that
+   * answers without Fastify's hooks.
+   */
+  answered(method: string, route: string, status: number, seconds: number, bytes: number): void;
 }
 
 /** Latency buckets (seconds): API calls take milliseconds, live streams minutes. */
@@ -76,13 +81,20 @@ export function createServiceMetrics(app: FastifyInstance, sources: MetricsSourc
     socketBytesAtStart.set(request, request.raw.socket.bytesWritten);
     done();
   });
+  const answered = (method: string, route: string, status: number, seconds: number, bytes?: number) => {
+    requests.inc({ method, route, status: String(status) });
+    latency.observe({ method, route }, seconds);
+    if (bytes !== undefined) bytesServed.inc({ route }, Math.max(0, bytes));
+  };
   app.addHook('onResponse', (request, reply, done) => {
-    const route = routeOf(request);
-    requests.inc({ method: request.method, route, status: String(reply.statusCode) });
-    latency.observe({ method: request.method, route }, reply.elapsedTime / 1000);
     const before = socketBytesAtStart.get(request);
-    if (before !== undefined)
-      bytesServed.inc({ route }, Math.max(0, request.raw.socket.bytesWritten - before));
+    answered(
+      request.method,
+      routeOf(request),
+      reply.statusCode,
+      reply.elapsedTime / 1000,
+      before === undefined ? undefined : request.raw.socket.bytesWritten - before,
+    );
     done();
   });
 
@@ -190,5 +202,6 @@ export function createServiceMetrics(app: FastifyInstance, sources: MetricsSourc
   return {
     registry,
     render: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
+    answered,
   };
 }

@@ -80,12 +80,22 @@ export class MemoryRateLimitCounters {
 
 type Callback = Parameters<FastifyRateLimitStore['incr']>[1];
 
-/** A @fastify/rate-limit `store` class over fresh MemoryRateLimitCounters of `capacity` keys. */
+/**
+ * A @fastify/rate-limit `store` class over MemoryRateLimitCounters of `capacity` keys: `counters`
+ * when given (so code outside the plugin counts in the same windows), else fresh ones.
+ */
 export function memoryRateLimitStore(
   capacity: number = DEFAULT_RATE_LIMIT_CAPACITY,
+  counters?: MemoryRateLimitCounters,
 ): FastifyRateLimitStoreCtor {
+  let shared = counters;
   return class MemoryRateLimitStore implements FastifyRateLimitStore {
-    private readonly counters = new MemoryRateLimitCounters(capacity);
+    // The plugin makes one store per registration: it takes the shared counters, children do not.
+    private readonly counters = shared ?? new MemoryRateLimitCounters(capacity);
+
+    constructor() {
+      shared = undefined;
+    }
 
     incr(key: string, callback: Callback, timeWindow: number, max: number): void {
       callback(null, this.counters.increment(key, timeWindow, max));

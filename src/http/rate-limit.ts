@@ -9,7 +9,7 @@ import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import type { Redis } from 'ioredis';
 import { AppError } from '../errors/app-error.js';
-import { memoryRateLimitStore } from './rate-limit-store.memory.js';
+import { MemoryRateLimitCounters, memoryRateLimitStore } from './rate-limit-store.memory.js';
 
 /**
  * Where counters live: this process (at most `capacity` live keys per rule, default 100,000), or a
@@ -42,12 +42,36 @@ function rateLimitError(_request: FastifyRequest, context: { after: string; ttl:
   });
 }
 
-/** Applies `rule` to every route registered afterwards in `scope` (an encapsulated plugin scope). */
+/** What a request admitted under a rule is told: the plugin's `x-ratelimit-*` header values. */
+export interface RateLimitAdmission {
+  limit: number;
+  remaining: number;
+  resetSeconds: number;
+}
+
+/**
+ * A rule's in-process counters, for a path that answers without the plugin's hook (the
+ * finished-audio shortcut): it counts in the same windows as the routes of the rule.
+ */
+export interface InProcessRateLimit {
+  /**
+   * Counts one request under `key` and answers what the plugin would tell it; undefined, counting
+   * nothing, when the plugin would refuse it: that request is left to the routes, which count and
+   * answer the 429 themselves.
+   */
+  admit(key: string): RateLimitAdmission | undefined;
+}
+
+/**
+ * Applies `rule` to every route registered afterwards in `scope` (an encapsulated plugin scope).
+ * Answers the rule's in-process counters when they live in this process, undefined with Redis.
+ */
 export async function registerRateLimit(
   scope: FastifyInstance,
   rule: RateLimitRule,
   store: RateLimitStore,
-): Promise<void> {
+): Promise<InProcessRateLimit | undefined> {
+  const counters = store.kind === 'memory' ? new MemoryRateLimitCounters(store.capacity) : undefined;
   await scope.register(rateLimit, {
     global: true,
     max: rule.max,
@@ -56,8 +80,24 @@ export async function registerRateLimit(
     errorResponseBuilder: rateLimitError,
     ...(store.kind === 'redis'
       ? { redis: store.client, nameSpace: `${store.keyPrefix}rate-limit:${rule.name}:` }
-      : { store: memoryRateLimitStore(store.capacity) }),
+      : { store: memoryRateLimitStore(store.capacity, counters) }),
   });
+  if (counters === undefined) return undefined;
+  const { max, windowMs } = rule;
+  return {
+    admit(key) {
+      // The plugin refuses the request that makes a window's count exceed `max`.
+      if (counters.read(key, windowMs).current >= max) return undefined;
+      const count = counters.increment(key, windowMs, max);
+      // A new key while the counters are full of live windows is counted as over, and not stored.
+      if (count.current > max) return undefined;
+      return {
+        limit: max,
+        remaining: Math.max(0, max - count.current),
+        resetSeconds: Math.ceil(count.ttl / 1000),
+      };
+    },
+  };
 }
 
 /**

@@ -7,6 +7,7 @@
  * else 408; during shutdown, requests on open connections get 503 SYSTEM_SHUTTING_DOWN.
  */
 import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import cors from '@fastify/cors';
 import Fastify, {
   LogController,
@@ -190,6 +191,22 @@ class OneLinePerRequest extends LogController {
 }
 
 /**
+ * Answers a request before Fastify routes it, returning true, or returns false (having written
+ * nothing) to leave it to Fastify. For a hot path whose every answer it can give exactly as the
+ * routes would (src/http/finished-audio.shortcut.ts); everything else goes to the routes.
+ */
+export type RequestShortcut = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+const shortcutSetters = new WeakMap<Server, (shortcut: RequestShortcut) => void>();
+
+/** Lets `shortcut` answer the requests of `server` (the app's `server`) before Fastify routes them. */
+export function answerBeforeRouting(server: Server, shortcut: RequestShortcut): void {
+  const set = shortcutSetters.get(server);
+  if (set === undefined) throw new Error('answerBeforeRouting: not a server of createHttpServer');
+  set(shortcut);
+}
+
+/**
  * The Fastify instance. `logger`: `false` = no logging; absent or `true` = pino on stdout at
  * config.logLevel; an options object (e.g. `{ level, stream }` in tests capturing lines) is used
  * with the redacting serializers and line scrubber always applied on top.
@@ -202,7 +219,30 @@ export function createHttpServer(
   const secrets = [config.adminToken, ...Object.values(config.remoteEngines).map((e) => e.apiKey)].filter(
     (s): s is string => s !== undefined,
   );
+  let shortcut: RequestShortcut | undefined;
+  let closing = false;
+  const nodeOptions = {
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 — answered by the onRequest hook
+    // below with the spec body and request id, not by Node's bare 400.
+    requireHostHeader: false,
+    headersTimeout: config.http.headersTimeoutMs,
+    connectionsCheckingInterval: connectionsCheckingInterval(config.http.headersTimeoutMs),
+  };
   const app = Fastify({
+    // Fastify's own server, with a shortcut in front of its routing (none until one is set).
+    serverFactory: (handler) => {
+      const server = createServer(nodeOptions, (req, res) => {
+        if (shortcut !== undefined && !closing && shortcut(req, res)) return;
+        handler(req, res);
+      });
+      server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+      server.requestTimeout = config.http.requestTimeoutMs;
+      server.setTimeout(0);
+      shortcutSetters.set(server, (set) => {
+        shortcut = set;
+      });
+      return server;
+    },
     logger:
       logger === false
         ? false
@@ -229,13 +269,7 @@ export function createHttpServer(
     // Node counts the request timeout from the first byte until the request (headers and body) is
     // received; a response may then take as long as it needs (a live stream for an hour).
     requestTimeout: config.http.requestTimeoutMs,
-    http: {
-      // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 — answered by the onRequest hook
-      // below with the spec body and request id, not by Node's bare 400.
-      requireHostHeader: false,
-      headersTimeout: config.http.headersTimeoutMs,
-      connectionsCheckingInterval: connectionsCheckingInterval(config.http.headersTimeoutMs),
-    },
+    http: nodeOptions,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
     // No socket idle timeout: a live stream can be silent while it waits for the next piece.
     connectionTimeout: 0,
@@ -253,7 +287,6 @@ export function createHttpServer(
   registerCors(app, config.http.corsOrigins);
   registerJsonBodyParser(app);
   registerStorableParamsCheck(app);
-  let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
   });

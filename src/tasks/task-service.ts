@@ -572,6 +572,17 @@ export class TaskService implements StreamTaskLookup {
     return key;
   }
 
+  /**
+   * The audio key audioKeyFor would answer, decided from the remembered finished task alone (no
+   * I/O): undefined when the task is not remembered, `auth` is not its token or the audio is not
+   * stored, where audioKeyFor (which answers every such case) must decide instead.
+   */
+  rememberedAudioKey(taskId: string, idx: number | null, auth: string): string | undefined {
+    const task = this.finished.get(taskId);
+    if (task === undefined || !secretsEqual(auth, task.view.authToken)) return undefined;
+    return (idx === null ? task.audioKey : task.pieceKeys.get(idx)) || undefined;
+  }
+
   /** URL of a task's SRT subtitles (metadata.srt), carrying its stream token like the audio URLs. */
   srtUrl(taskId: string, authToken: string): string {
     return `${this.publicUrl}/api/tts/generate/${taskId}/subtitles.srt?auth=${authToken}`;

@@ -14,10 +14,12 @@ import type { BlobStore } from '../../storage/blob-store.js';
 import { contentDispositionFromQuery } from '../../stream/content-disposition.js';
 import type { StreamService } from '../../stream/stream-service.js';
 import type { TaskService } from '../../tasks/task-service.js';
+import { finishedAudioShortcut, type AnswerMeter } from '../finished-audio.shortcut.js';
 import { clientAddressKey, registerRateLimit, type RateLimitStore } from '../rate-limit.js';
 import { plannedRequestHeaders, sendStreamResponse } from '../reply-plan.js';
 import { responseClosed } from '../response-signals.js';
 import { sendBlob } from '../send-blob.js';
+import { answerBeforeRouting } from '../server.js';
 import { audioSchemas } from './audio.schemas.js';
 
 /** Rate-limit settings of the finished-audio routes (requests per client address and window). */
@@ -25,6 +27,12 @@ export interface AudioRouteOptions {
   rateLimitMax: number;
   rateLimitWindowMs: number;
   rateLimitStore: RateLimitStore;
+  /**
+   * Answer the common finished-audio request before routing (src/http/finished-audio.shortcut.ts),
+   * counted in these metrics; only where its answers are the routes' (no CORS, no trusted proxy) and
+   * the rate limit counts in process.
+   */
+  shortcut?: { metrics: AnswerMeter } | undefined;
 }
 
 interface AudioQuery {
@@ -40,7 +48,7 @@ export function audioRoutes(
   options: AudioRouteOptions,
 ) {
   return async (app: FastifyInstance): Promise<void> => {
-    await registerRateLimit(
+    const limit = await registerRateLimit(
       app,
       {
         name: 'audio',
@@ -50,6 +58,18 @@ export function audioRoutes(
       },
       options.rateLimitStore,
     );
+    if (options.shortcut !== undefined && limit !== undefined) {
+      answerBeforeRouting(
+        app.server,
+        finishedAudioShortcut({
+          audioKey: (taskId, idx, auth) => tasks.rememberedAudioKey(taskId, idx, auth),
+          blobs,
+          rateLimit: limit,
+          log: app.log,
+          metrics: options.shortcut.metrics,
+        }),
+      );
+    }
     app.route<{ Params: { id: string }; Querystring: AudioQuery }>({
       method: ['GET', 'HEAD'],
       url: '/api/tts/generate/:id/audio.mp3',

@@ -1,0 +1,257 @@
+/**
+ * Finished audio answered before Fastify routes the request. A node alone serving ranges of finished
+ * audio spent most of each request in the framework around a few microseconds of work: routing,
+ * hooks, the rate-limit plugin's promises, a reply object, a log line serialized and scrubbed field
+ * by field. This path answers the one common case — a plain GET of `…/{id}/audio.mp3` or
+ * `…/{id}/{n}/audio.mp3` with exactly `?auth=<token>`, whose task is remembered as finished with
+ * that token and whose audio is held in memory, planned as a 200 or a 206 — with the same checks,
+ * counters, headers, access line and metrics as the routes, decided once where they can be (the
+ * line's fixed parts per path and client address, the blob's validators per blob).
+ *
+ * Every other request — another method, a header it does not decide on (Expect, a body, CORS, a
+ * proxy's addresses), a task it does not remember, a wrong token, a 304/412/416 plan, a request the
+ * rate limit refuses — goes to the routes untouched, which answer it (and count it) as always.
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { normalizeIP } from '@fastify/rate-limit';
+import type { FastifyBaseLogger } from 'fastify';
+import pino from 'pino';
+import type { BlobInfo, BlobStore } from '../storage/blob-store.js';
+import { bodyWindow, planHeaders, planRange } from '../stream/range-plan.js';
+import { REQUEST_ID_HEADER } from './error-handler.js';
+import type { InProcessRateLimit } from './rate-limit.js';
+import { plannedRequestHeaders } from './reply-plan.js';
+import type { RequestShortcut } from './server.js';
+
+/** Where answered requests are counted (the service metrics, as their hooks count the routes'). */
+export interface AnswerMeter {
+  answered(method: string, route: string, status: number, seconds: number, bytes: number): void;
+}
+
+/** What the shortcut reads; each part is the one the routes use. */
+export interface FinishedAudioShortcutDeps {
+  /** The task service's remembered audio key (no I/O), undefined when the routes must decide. */
+  audioKey(taskId: string, idx: number | null, auth: string): string | undefined;
+  blobs: Pick<BlobStore, 'held'>;
+  /** The audio routes' rate limit, counted in the same windows. */
+  rateLimit: InProcessRateLimit;
+  /** The app's logger (access lines as the routes' logger writes them). */
+  log: FastifyBaseLogger;
+  metrics: AnswerMeter;
+}
+
+/** The route patterns the answers are counted under, as Fastify names them. */
+const TASK_ROUTE = '/api/tts/generate/:id/audio.mp3';
+const CONTENT_ROUTE = '/api/tts/generate/:id/:contentIndex/audio.mp3';
+
+/**
+ * The URLs this path answers: a task id of letters, digits and dashes, an optional content index
+ * of at most six digits (as the route accepts) and one `auth` parameter of token characters — no
+ * percent-encoding, no other parameter (a download name, a repeated `auth`: the routes decide).
+ */
+const AUDIO_URL =
+  /^\/api\/tts\/generate\/([0-9A-Za-z-]{1,64})\/(?:(\d{1,6})\/)?audio\.mp3\?auth=([0-9A-Za-z_-]{1,128})$/;
+
+/** Request fields whose presence hands the request to the routes (framing, bodies, expectations). */
+const ROUTED_HEADERS = ['transfer-encoding', 'content-length', 'content-encoding', 'expect'] as const;
+
+/** As the audio routes answer finished audio. */
+const CACHE_CONTROL = 'private, max-age=86400';
+
+/** Validators of a held blob, rendered once per blob. */
+interface BlobHeaders {
+  lastModified: string;
+}
+
+/** True when the request has exactly one Host field line (Node keeps the first of several). */
+function oneHost(req: IncomingMessage): boolean {
+  const raw = req.rawHeaders;
+  let hosts = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') hosts++;
+  }
+  return hosts === 1;
+}
+
+/** Creates the shortcut (give it to answerBeforeRouting). */
+export function finishedAudioShortcut(deps: FinishedAudioShortcutDeps): RequestShortcut {
+  const blobHeaders = new WeakMap<BlobInfo, BlobHeaders>();
+  const access = accessLines(deps.log);
+
+  return (req, res) => {
+    const started = performance.now();
+    if (req.method !== 'GET' || req.httpVersion !== '1.1') return false;
+    const url = req.url ?? '';
+    const match = AUDIO_URL.exec(url);
+    if (match === null) return false;
+    const headers = req.headers;
+    if (headers.host === undefined || !oneHost(req)) return false;
+    for (const name of ROUTED_HEADERS) if (headers[name] !== undefined) return false;
+    const [, taskId = '', index, auth = ''] = match;
+    const idx = index === undefined ? null : Number(index);
+    const key = deps.audioKey(taskId, idx, auth);
+    if (key === undefined) return false;
+    const held = deps.blobs.held?.(key);
+    if (held === undefined || held.info.size === 0) return false;
+    const { info } = held;
+    const plan = planRange({
+      method: 'GET',
+      ...plannedRequestHeaders(headers),
+      etag: info.etag,
+      lastModified: info.modifiedAt,
+      produced: info.size,
+      finalSize: info.size,
+    });
+    if (plan.kind !== 'full' && plan.kind !== 'partial') return false;
+    const address = req.socket.remoteAddress;
+    if (address === undefined) return false;
+    // Last: a request handed to the routes after this would be counted twice.
+    const admitted = deps.rateLimit.admit(`ip:${normalizeIP(address)}`);
+    if (admitted === undefined) return false;
+
+    let validators = blobHeaders.get(info);
+    if (validators === undefined) {
+      validators = { lastModified: info.modifiedAt.toUTCString() };
+      blobHeaders.set(info, validators);
+    }
+    const window = bodyWindow(plan)!;
+    const requestId = randomUUID();
+    const bytesBefore = req.socket.bytesWritten;
+    // The headers the routes send, in their order: the server's, the rate limit's, the blob's.
+    const out: string[] = [
+      REQUEST_ID_HEADER.toLowerCase(),
+      requestId,
+      'x-content-type-options',
+      'nosniff',
+      'x-ratelimit-limit',
+      String(admitted.limit),
+      'x-ratelimit-remaining',
+      String(admitted.remaining),
+      'x-ratelimit-reset',
+      String(admitted.resetSeconds),
+    ];
+    for (const [name, value] of Object.entries(planHeaders(plan))) out.push(name.toLowerCase(), value);
+    out.push(
+      'content-type',
+      'audio/mpeg',
+      'last-modified',
+      validators.lastModified,
+      'cache-control',
+      CACHE_CONTROL,
+    );
+    const route = idx === null ? TASK_ROUTE : CONTENT_ROUTE;
+    res.once('finish', () => {
+      const elapsedMs = performance.now() - started;
+      access(url, address, requestId, plan.status, elapsedMs);
+      deps.metrics.answered(
+        'GET',
+        route,
+        plan.status,
+        elapsedMs / 1000,
+        req.socket.bytesWritten - bytesBefore,
+      );
+    });
+    res.writeHead(plan.status, out);
+    res.end(held.bytes.subarray(window.start, window.endExclusive ?? info.size));
+    return true;
+  };
+}
+
+/** Fixed parts of one kind of access line, around its time, request id and response time. */
+interface LineTemplate {
+  head: string;
+  afterTime: string;
+  afterId: string;
+  tail: string;
+}
+
+const TIME_MARK = ',"time":"\u0001time\u0001"';
+const ID_MARK = '\u0002id\u0002';
+const MS_MARK = 987654321.125;
+/** Line templates kept at most (kinds of line: paths × client addresses × statuses). */
+const MAX_TEMPLATES = 1_000;
+
+/** `text` split around its one occurrence of `mark`; undefined when it has none or several. */
+function splitOnce(text: string | undefined, mark: string): [string, string] | undefined {
+  const parts = text?.split(mark);
+  return parts?.length === 2 ? [parts[0]!, parts[1]!] : undefined;
+}
+
+/**
+ * Writes the routes' access line (`request completed`, the redacted URL, the client address,
+ * status and response time, under the request id) for an answer of the shortcut. The line is the
+ * logger's own: its serializers, redaction and line scrubber make a template once per kind of
+ * line, into which only the time, a UUID and a number are put per request — values the scrubber
+ * leaves alone, between JSON delimiters no credential pattern spans. A destination that wants each
+ * line's metadata (a multistream) gets every line through the logger instead.
+ */
+function accessLines(
+  log: FastifyBaseLogger,
+): (url: string, ip: string, reqId: string, status: number, ms: number) => void {
+  const logger = log as unknown as Record<symbol, unknown>;
+  // Fastify's logger is pino's (its type leaves out the level check), or with logging off one
+  // whose methods do nothing.
+  const levelCheck = (log as unknown as Partial<pino.Logger>).isLevelEnabled;
+  const info = () => levelCheck?.call(log, 'info') ?? true;
+  const { asJsonSym, timeSym, streamSym, hooksSym, needsMetadataGsym } = pino.symbols;
+  const stream = logger[streamSym] as { write(line: string): unknown; [key: symbol]: unknown } | undefined;
+  const asJson = logger[asJsonSym] as
+    ((obj: object, msg: string, level: number, time: string) => string) | undefined;
+  const time = logger[timeSym] as (() => string) | undefined;
+  const scrub = (logger[hooksSym] as { streamWrite?: (line: string) => string } | undefined)?.streamWrite;
+  const slow = (url: string, ip: string, reqId: string, status: number, ms: number) =>
+    log.info(
+      { reqId, req: { method: 'GET', url, ip }, res: { statusCode: status }, responseTime: ms },
+      'request completed',
+    );
+  if (
+    stream === undefined ||
+    stream[needsMetadataGsym] === true ||
+    asJson === undefined ||
+    time === undefined
+  )
+    return (...args) => {
+      if (info()) slow(...args);
+    };
+
+  const templates = new Map<string, LineTemplate | null>();
+  const template = (path: string, url: string, ip: string, status: number): LineTemplate | null => {
+    const kind = `${status} ${ip} ${path}`;
+    let found = templates.get(kind);
+    if (found !== undefined) return found;
+    const entry = {
+      reqId: ID_MARK,
+      req: { method: 'GET', url, ip },
+      res: { statusCode: status },
+      responseTime: MS_MARK,
+    };
+    const line = asJson.call(log, entry, 'request completed', 30, TIME_MARK);
+    const scrubbed = scrub === undefined ? line : scrub(line);
+    // The marks must each appear once, where the logger put them; else every line of this kind
+    // goes through the logger.
+    const [head, rest] = splitOnce(scrubbed, TIME_MARK) ?? [];
+    const [afterTime, rest2] = splitOnce(rest, JSON.stringify(ID_MARK).slice(1, -1)) ?? [];
+    const [afterId, tail] = splitOnce(rest2, `:${MS_MARK}`) ?? [];
+    found =
+      head === undefined || afterTime === undefined || afterId === undefined || tail === undefined
+        ? null
+        : { head, afterTime, afterId: `${afterId}:`, tail };
+    if (templates.size >= MAX_TEMPLATES) templates.clear();
+    templates.set(kind, found);
+    return found;
+  };
+
+  return (url, ip, reqId, status, ms) => {
+    if (!info()) return;
+    // Only the token's value differs between requests of one path: its redacted form is the same.
+    const path = url.slice(0, url.indexOf('?'));
+    const parts = template(path, url, ip, status);
+    if (parts === null) {
+      slow(url, ip, reqId, status, ms);
+      return;
+    }
+    stream.write(`${parts.head}${time()}${parts.afterTime}${reqId}${parts.afterId}${ms}${parts.tail}`);
+  };
+}
