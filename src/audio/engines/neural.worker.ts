@@ -55,7 +55,7 @@ function toInt16(samples: Float32Array): Int16Array {
 /** Speaks one piece, posting its PCM through `task.port` (then SENTENCE_END); resolves with the samples posted. */
 export async function synthesize(task: NeuralTask): Promise<number> {
   const tts = modelFor(task.model, task.memoryBytes);
-  const audio = speak(tts, task.text, task.sid, task.speed);
+  const audio = speak(tts, task.text, task.sid, task.speed, task.reference);
   return postWholeSentence(task.port, toInt16(audio.samples), audio.sampleRate, task.sentenceEnd);
 }
 
