@@ -137,8 +137,7 @@ export class VoiceService {
         'engine.reference: a voice’s reference clip is given as `prompt` (with `promptText`), not in `engine`',
       );
     }
-    const prompt = (body as { prompt?: unknown }).prompt;
-    const cloning = prompt !== undefined && prompt !== null;
+    const cloning = await this.clones(body as { prompt?: unknown; promptText?: unknown; engine?: unknown });
     // A voice with a clip names a reference-audio model only: it has no speakers to pick from.
     const withVoice =
       cloning &&
@@ -159,12 +158,26 @@ export class VoiceService {
       description: input.description,
       engine: input.engine,
     } as const;
-    if (input.prompt === undefined) {
-      if (input.promptText !== undefined)
-        throw errors.invalidValue('promptText: is the transcript of a `prompt` clip, and none was given');
-      return this.insert(accountId, voice);
-    }
+    if (input.prompt === undefined && input.promptText !== undefined)
+      throw errors.invalidValue('promptText: is the transcript of a `prompt` clip, and none was given');
+    if (!cloning || input.prompt === undefined) return this.insert(accountId, voice);
     return this.createWithReference(accountId, voice, input.prompt, input.promptText);
+  }
+
+  /**
+   * Whether a create request clones its `prompt` clip: when it gives the clip's transcript, or a
+   * model that takes a clip is there for it (the one its `engine` names, else any installed).
+   * Otherwise the clip is ignored, as hosted-API clients that send one to any server expect.
+   */
+  private async clones(body: { prompt?: unknown; promptText?: unknown; engine?: unknown }): Promise<boolean> {
+    if (typeof body.prompt !== 'string' || body.prompt === '') return false;
+    if (body.promptText !== undefined) return true;
+    const engine = body.engine;
+    if (engine !== undefined && (typeof engine !== 'object' || engine === null)) return false;
+    return this.engines.referenceModel(engine as { engine: string; model?: unknown } | undefined).then(
+      () => true,
+      () => false,
+    );
   }
 
   /**
