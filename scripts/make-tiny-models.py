@@ -43,6 +43,9 @@ AMPLITUDE = 0.3
 HOP = 256
 N_FFT = 1024
 N_MELS = 8
+# ZipVoice's mel level (its log-mel feature scale, 0.1, times 1): sherpa-onnx divides it by the scale
+# before the vocoder, which so sees the 1.0 that Matcha's bands have.
+TEXT_LEVEL = 0.1
 
 
 def phoneme_symbols() -> list:
@@ -196,6 +199,50 @@ def make_kitten(out: str, speakers: int) -> None:
     write_tokens(os.path.join(out, "tokens.txt"), ["$", " "])
 
 
+def write_vocos(path: str) -> None:
+    """A Vocos vocoder: mel band b lights STFT bin 16 * (b + 1) (a whole number of periods per hop, so
+    a constant phase of 0 gives a steady tone after the inverse STFT)."""
+    # The vocoder: mel band b lights STFT bin 16 * (b + 1) (a whole number of periods per hop, so
+    # a constant phase of 0 gives a steady tone after the inverse STFT).
+    bins = N_FFT // 2 + 1
+    # sherpa-onnx's inverse STFT (Hann window, overlap-added at a quarter of it, divided by the
+    # windows' sum) turns a bin of magnitude m into a tone of amplitude 8 m / (3 N_FFT).
+    magnitude = AMPLITUDE * 3 * N_FFT / 8
+    weights = [0.0] * (bins * N_MELS)
+    for b in range(N_MELS):
+        weights[(16 * (b + 1)) * N_MELS + b] = magnitude
+    v_nodes = [
+        helper.make_node("MatMul", ["bands_to_bins", "mels"], ["mag"]),
+        helper.make_node("Mul", ["mag", "zero_f"], ["zeros"]),
+        helper.make_node("Add", ["zeros", "one_f"], ["x"]),
+        helper.make_node("Identity", ["zeros"], ["y"]),
+    ]
+    v_inits = [
+        const("bands_to_bins", TensorProto.FLOAT, weights, (bins, N_MELS)),
+        const("zero_f", TensorProto.FLOAT, [0.0], (1,)),
+        const("one_f", TensorProto.FLOAT, [1.0], (1,)),
+    ]
+    spec = [1, bins, "F"]
+    v_graph = helper.make_graph(
+        v_nodes,
+        "tiny-vocos",
+        [helper.make_tensor_value_info("mels", TensorProto.FLOAT, [1, N_MELS, "F"])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, spec) for n in ("mag", "x", "y")],
+        v_inits,
+    )
+    v_meta = {
+        "model_type": "vocos",
+        "n_fft": N_FFT,
+        "hop_length": HOP,
+        "win_length": N_FFT,
+        "center": 1,
+        "normalized": 0,
+        "window_type": "hann",
+        "pad_mode": "reflect",
+    }
+    onnx.save(finish(v_graph, v_meta, overrides=False), path)
+
+
 def make_matcha(out: str, speakers: int) -> None:
     rate = 22050
     # The acoustic model: x [1, N] -> mel [1, N_MELS, frames], frames = N * length_scale, band sid
@@ -253,53 +300,131 @@ def make_matcha(out: str, speakers: int) -> None:
     }
     onnx.save(finish(graph, meta), os.path.join(out, "model-steps-3.onnx"))
 
-    # The vocoder: mel band b lights STFT bin 16 * (b + 1) (a whole number of periods per hop, so
-    # a constant phase of 0 gives a steady tone after the inverse STFT).
-    bins = N_FFT // 2 + 1
-    # sherpa-onnx's inverse STFT (Hann window, overlap-added at a quarter of it, divided by the
-    # windows' sum) turns a bin of magnitude m into a tone of amplitude 8 m / (3 N_FFT).
-    magnitude = AMPLITUDE * 3 * N_FFT / 8
-    weights = [0.0] * (bins * N_MELS)
-    for b in range(N_MELS):
-        weights[(16 * (b + 1)) * N_MELS + b] = magnitude
-    v_nodes = [
-        helper.make_node("MatMul", ["bands_to_bins", "mels"], ["mag"]),
-        helper.make_node("Mul", ["mag", "zero_f"], ["zeros"]),
-        helper.make_node("Add", ["zeros", "one_f"], ["x"]),
-        helper.make_node("Identity", ["zeros"], ["y"]),
-    ]
-    v_inits = [
-        const("bands_to_bins", TensorProto.FLOAT, weights, (bins, N_MELS)),
-        const("zero_f", TensorProto.FLOAT, [0.0], (1,)),
-        const("one_f", TensorProto.FLOAT, [1.0], (1,)),
-    ]
-    spec = [1, bins, "F"]
-    v_graph = helper.make_graph(
-        v_nodes,
-        "tiny-vocos",
-        [helper.make_tensor_value_info("mels", TensorProto.FLOAT, [1, N_MELS, "F"])],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, spec) for n in ("mag", "x", "y")],
-        v_inits,
-    )
-    v_meta = {
-        "model_type": "vocos",
-        "n_fft": N_FFT,
-        "hop_length": HOP,
-        "win_length": N_FFT,
-        "center": 1,
-        "normalized": 0,
-        "window_type": "hann",
-        "pad_mode": "reflect",
-    }
-    onnx.save(finish(v_graph, v_meta, overrides=False), os.path.join(out, "vocos-22khz-univ.onnx"))
+    write_vocos(os.path.join(out, "vocos-22khz-univ.onnx"))
     # Matcha's pad ("_", id 0) goes between tokens; "^" and "$" must exist even when unused.
     write_tokens(os.path.join(out, "tokens.txt"), ["_", "^", "$", " "])
+
+
+def make_zipvoice(out: str, speakers: int) -> None:
+    """ZipVoice: a voice cloned from a reference clip (sherpa-onnx passes the clip's log-mel frames
+    and its transcript's tokens); the loudest mel band of the clip picks the output's tone, so two
+    clips of different pitch give different audio for the same text."""
+    del speakers  # A ZipVoice model has no speakers of its own: its voice is the reference.
+    rate = 24000
+    # The text encoder: tokens [1, N], prompt_tokens [1, P], prompt_features_len [1], speed [1] ->
+    # text_condition [1, prompt frames + frames of the text, N_MELS], TEXT_LEVEL everywhere. The
+    # text's frames follow its token count and the speed, as the tones of the other families.
+    e_nodes = [
+        helper.make_node("Shape", ["tokens"], ["tokens_shape"]),
+        helper.make_node("Gather", ["tokens_shape", "one_i"], ["n_tokens"], axis=0),
+        helper.make_node("Cast", ["n_tokens"], ["n_tokens_f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["n_tokens_f", "frames_per_token"], ["frames_base"]),
+        helper.make_node("Div", ["frames_base", "speed"], ["frames_f"]),
+        helper.make_node("Floor", ["frames_f"], ["frames_floor"]),
+        helper.make_node("Cast", ["frames_floor"], ["text_frames_raw"], to=TensorProto.INT64),
+        helper.make_node("Max", ["text_frames_raw", "one_i"], ["text_frames"]),
+        # The transcript's tokens are read (their count only) as the real encoder reads them.
+        helper.make_node("Shape", ["prompt_tokens"], ["prompt_shape"]),
+        helper.make_node("Gather", ["prompt_shape", "one_i"], ["n_prompt_tokens"], axis=0),
+        helper.make_node("Mul", ["n_prompt_tokens", "zero_i"], ["no_frames"]),
+        helper.make_node("Add", ["prompt_features_len", "text_frames"], ["frames_sum"]),
+        helper.make_node("Add", ["frames_sum", "no_frames"], ["frames"]),
+        helper.make_node("Concat", ["one_i", "frames", "n_mels"], ["cond_shape"], axis=0),
+        helper.make_node(
+            "ConstantOfShape",
+            ["cond_shape"],
+            ["text_condition"],
+            value=helper.make_tensor("level", TensorProto.FLOAT, [1], [TEXT_LEVEL]),
+        ),
+    ]
+    e_inits = [
+        const("zero_i", TensorProto.INT64, [0], (1,)),
+        const("one_i", TensorProto.INT64, [1], (1,)),
+        const("n_mels", TensorProto.INT64, [N_MELS], (1,)),
+        const("frames_per_token", TensorProto.FLOAT, [float(SAMPLES_PER_TOKEN // HOP)], (1,)),
+    ]
+    e_graph = helper.make_graph(
+        e_nodes,
+        "tiny-zipvoice-encoder",
+        [
+            helper.make_tensor_value_info("tokens", TensorProto.INT64, [1, "N"]),
+            helper.make_tensor_value_info("prompt_tokens", TensorProto.INT64, [1, "P"]),
+            helper.make_tensor_value_info("prompt_features_len", TensorProto.INT64, [1]),
+            helper.make_tensor_value_info("speed", TensorProto.FLOAT, [1]),
+        ],
+        [helper.make_tensor_value_info("text_condition", TensorProto.FLOAT, [1, "F", N_MELS])],
+        e_inits,
+    )
+    e_meta = {
+        "model_type": "zipvoice",
+        "use_espeak": 1,
+        "language": "English",
+        "voice": "en-us",
+        "comment": "tiny ZipVoice-shaped test model: a tone per phoneme, pitched by the reference",
+    }
+    onnx.save(finish(e_graph, e_meta), os.path.join(out, "encoder.onnx"))
+
+    # The flow-matching decoder: t [1], x, text_condition, speech_condition [1, F, N_MELS],
+    # guidance_scale [1] -> v. v = (target - x) / (1 - t): sherpa-onnx's Euler steps end at t = 1,
+    # so the last step lands on `target` whatever the starting noise, and a clip gives the same
+    # audio every time. target = text_condition in the band where the clip's frames (the first
+    # prompt_features_len rows of speech_condition, the rest zeros) sum highest.
+    d_nodes = [
+        helper.make_node("ReduceSum", ["speech_condition", "axis1"], ["clip_sum"], keepdims=1),
+        helper.make_node("ArgMax", ["clip_sum"], ["band"], axis=2, keepdims=0),
+        helper.make_node("OneHot", ["band", "n_mels", "off_on"], ["band_mask"], axis=-1),
+        helper.make_node("Mul", ["text_condition", "band_mask"], ["target"]),
+        helper.make_node("Sub", ["target", "x"], ["towards"]),
+        helper.make_node("Sub", ["one_f", "t"], ["left"]),
+        helper.make_node("Div", ["towards", "left"], ["flow"]),
+        # Guidance changes nothing here; the input is read as the real decoder reads it.
+        helper.make_node("Mul", ["guidance_scale", "zero_f"], ["no_guidance"]),
+        helper.make_node("Add", ["flow", "no_guidance"], ["v"]),
+    ]
+    d_inits = [
+        const("axis1", TensorProto.INT64, [1], (1,)),
+        const("n_mels", TensorProto.INT64, [N_MELS], (1,)),
+        const("off_on", TensorProto.FLOAT, [0.0, 1.0], (2,)),
+        const("one_f", TensorProto.FLOAT, [1.0], (1,)),
+        const("zero_f", TensorProto.FLOAT, [0.0], (1,)),
+    ]
+    frames = [1, "F", N_MELS]
+    d_graph = helper.make_graph(
+        d_nodes,
+        "tiny-zipvoice-decoder",
+        [
+            helper.make_tensor_value_info("t", TensorProto.FLOAT, [1]),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, frames),
+            helper.make_tensor_value_info("text_condition", TensorProto.FLOAT, frames),
+            helper.make_tensor_value_info("speech_condition", TensorProto.FLOAT, frames),
+            helper.make_tensor_value_info("guidance_scale", TensorProto.FLOAT, [1]),
+        ],
+        [helper.make_tensor_value_info("v", TensorProto.FLOAT, frames)],
+        d_inits,
+    )
+    d_meta = {
+        "version": 1,
+        "feat_dim": N_MELS,
+        "num_mels": N_MELS,
+        "sample_rate": rate,
+        "n_fft": N_FFT,
+        "hop_length": HOP,
+        "window_length": N_FFT,
+    }
+    onnx.save(finish(d_graph, d_meta), os.path.join(out, "decoder.onnx"))
+    # Published apart from the model (vocoder-models/vocos_24khz.onnx); users put it in the folder.
+    write_vocos(os.path.join(out, "vocos_24khz.onnx"))
+    write_tokens(os.path.join(out, "tokens.txt"), ["_", "^", "$", " "])
+    # sherpa-onnx's ZipVoice front end ends its process without a lexicon (the published one maps
+    # Chinese characters to pinyin tokens): two words of tokens.txt's symbols stand in for it.
+    with open(os.path.join(out, "lexicon.txt"), "w", encoding="utf-8") as f:
+        f.write("\u4f60 n i\n\u597d h a o\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
-    parser.add_argument("--family", required=True, choices=["kokoro", "kitten", "matcha"])
+    parser.add_argument("--family", required=True, choices=["kokoro", "kitten", "matcha", "zipvoice"])
     parser.add_argument("--speakers", type=int, default=2)
     parser.add_argument("--espeak-ng-data", default=ESPEAK_DATA)
     parser.add_argument(
@@ -316,7 +441,12 @@ def main() -> None:
             parser.error(f"--meta {entry}: expected KEY=VALUE")
         OVERRIDES[key] = value
     os.makedirs(args.out, exist_ok=True)
-    make = {"kokoro": make_kokoro, "kitten": make_kitten, "matcha": make_matcha}[args.family]
+    make = {
+        "kokoro": make_kokoro,
+        "kitten": make_kitten,
+        "matcha": make_matcha,
+        "zipvoice": make_zipvoice,
+    }[args.family]
     make(args.out, args.speakers)
     link = os.path.join(args.out, "espeak-ng-data")
     if not os.path.lexists(link):

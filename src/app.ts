@@ -55,6 +55,7 @@ import { TaskRunner } from './tasks/runner/task-runner.js';
 import { TaskService } from './tasks/task-service.js';
 import { TaskStore } from './tasks/task-store.js';
 import type { TaskEvents } from './tasks/queue/task-events.js';
+import type { BlobStore } from './storage/blob-store.js';
 import type { DatabaseHandle } from './storage/database.js';
 import { runGrowingFileFolder } from './storage/growing-file.fs.js';
 import { VoiceService } from './voices/voice-service.js';
@@ -149,7 +150,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   try {
     // Before any route: its hooks measure every request.
     const metrics = serviceMetrics(http);
-    const engines = openEngines(config, http, lame);
+    const engines = openEngines(config, http, lame, adapters.blobs);
     opened.engines = engines;
     await engines.rescanModels();
     const routes = collectRoutes(http);
@@ -303,11 +304,13 @@ interface Engines {
   rescanModels: () => Promise<EngineInfo[]>;
 }
 
-function openEngines(config: AppConfig, http: FastifyInstance, lame: LameBuild): Engines {
+function openEngines(config: AppConfig, http: FastifyInstance, lame: LameBuild, blobs: BlobStore): Engines {
   const synthesis = createEngineRegistry({
     remoteEndpoints: config.remoteEngines,
     timeouts: config.engineTimeouts,
     neural: config.neural,
+    // Voices' reference clips are kept beside the voice in the blob store (shared in scale-out).
+    referenceClips: { read: async (key) => Buffer.concat(await blobs.read(key).toArray()) },
     ...(config.synthesisThreads !== undefined && { synthesisThreads: config.synthesisThreads }),
   });
   const encoders = createEncoderPool({

@@ -18,10 +18,18 @@ import type { BlobStore } from '../storage/blob-store.js';
 import { VOICE_VERSIONS, type VoiceRow, type VoiceStatus, type VoiceVersion } from '../storage/schema.js';
 import { voiceBindingSchema, type VoiceBinding } from '../audio/engines/engine-registry.js';
 import type { VoiceLanguages } from '../audio/engines/language-decision.js';
+import type { ReferenceModel } from '../audio/engines/provider.js';
+import { MAX_REFERENCE_TEXT, REFERENCE_VOICE } from '../audio/engines/neural.provider.js';
+import { ClipError, clipToWav, decodeClip } from '../audio/reference-clip.js';
 import type { VoiceStore, VoiceUsage } from './voice-store.js';
 
 /** What the voice domain needs of the engines (the engine registry knows every engine). */
 export interface VoiceEngines {
+  /**
+   * The model a voice created with a reference clip speaks with (of `engine` when the request names
+   * one); VALIDATION_INVALID_VALUE when there is none or `engine` takes no clip.
+   */
+  referenceModel(engine?: { engine: string; model?: unknown }): Promise<ReferenceModel<VoiceBinding>>;
   /** Resolves when the binding can be spoken; VALIDATION_INVALID_VALUE naming the problem otherwise. */
   validateBinding(binding: VoiceBinding): Promise<void>;
   /** The binding of a new voice of `language` when the request names none. */
@@ -62,6 +70,13 @@ export const AUTO_LANGUAGE = 'auto';
 
 const LANGUAGE_TAG = /^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})*$/;
 
+/** Longest `prompt` accepted (base64 of a 30 s clip of 16-bit mono 48 kHz WAV, with room to spare). */
+const MAX_PROMPT_CHARS = 8 * 1024 * 1024;
+
+/** A `data:` URL with base64 content, or bare base64 (whitespace allowed, as line-wrapped base64). */
+const DATA_URL = /^data:[^,;]*(?:;[^,;]*)*;base64,([\s\S]*)$/i;
+const BASE64 = /^[A-Za-z0-9+/\s]*={0,2}\s*$/;
+
 /** A language tag such as en or en-GB, or `auto` (operator import: anything else is refused). */
 export const languageSchema = z
   .string()
@@ -78,6 +93,13 @@ export const createVoiceSchema = z.object({
   // The hosted API takes any language and keeps the ones it knows (unknown ones become auto).
   language: storableString().max(64).optional(),
   description: storableString().max(1000).optional(),
+  /**
+   * The hosted API's cloning field: a recording the voice speaks like, here as a `data:` URL (or
+   * bare base64) of WAV or MP3 audio. The voice then speaks with a reference-audio model.
+   */
+  prompt: z.string().max(MAX_PROMPT_CHARS).optional(),
+  /** What is said in `prompt` (ZipVoice models need it; the service transcribes nothing). */
+  promptText: storableString().trim().min(1).max(MAX_REFERENCE_TEXT).optional(),
 });
 
 /** What an operator import may set beyond a create request (CLI). */
@@ -109,17 +131,101 @@ export class VoiceService {
     if (name === undefined || name === null || (typeof name === 'string' && name.trim() === '')) {
       throw errors.missingField('name');
     }
-    const input = parseInput(createVoiceSchema, body);
+    const requested = (body as { engine?: unknown }).engine;
+    if (typeof requested === 'object' && requested !== null && 'reference' in requested) {
+      throw errors.invalidValue(
+        'engine.reference: a voice’s reference clip is given as `prompt` (with `promptText`), not in `engine`',
+      );
+    }
+    const cloning = await this.clones(body as { prompt?: unknown; promptText?: unknown; engine?: unknown });
+    // A voice with a clip names a reference-audio model only: it has no speakers to pick from.
+    const withVoice =
+      cloning &&
+      typeof requested === 'object' &&
+      requested !== null &&
+      (requested as { engine?: unknown }).engine === 'neural' &&
+      (requested as { voice?: unknown }).voice === undefined
+        ? { ...(body as object), engine: { ...requested, voice: REFERENCE_VOICE } }
+        : body;
+    const input = parseInput(createVoiceSchema, withVoice);
     if (input.modelVersion !== undefined && input.modelVersion !== 'v3.0' && input.modelVersion !== 'v4.0') {
       throw new AppError('VOICE_MODEL_VERSION_INVALID', 'modelVersion must be v3.0 or v4.0');
     }
-    return this.insert(accountId, {
+    const voice = {
       name: input.name,
       version: input.modelVersion ?? 'v3.0',
-      language: await this.knownLanguage(input.language, input.engine !== undefined),
+      language: await this.knownLanguage(input.language, input.engine !== undefined || cloning),
       description: input.description,
       engine: input.engine,
-    });
+    } as const;
+    if (input.prompt === undefined && input.promptText !== undefined)
+      throw errors.invalidValue('promptText: is the transcript of a `prompt` clip, and none was given');
+    if (!cloning || input.prompt === undefined) return this.insert(accountId, voice);
+    return this.createWithReference(accountId, voice, input.prompt, input.promptText);
+  }
+
+  /**
+   * Whether a create request clones its `prompt` clip: when it gives the clip's transcript, or a
+   * model that takes a clip is there for it (the one its `engine` names, else any installed).
+   * Otherwise the clip is ignored, as hosted-API clients that send one to any server expect.
+   */
+  private async clones(body: { prompt?: unknown; promptText?: unknown; engine?: unknown }): Promise<boolean> {
+    if (typeof body.prompt !== 'string' || body.prompt === '') return false;
+    if (body.promptText !== undefined) return true;
+    const engine = body.engine;
+    if (engine !== undefined && (typeof engine !== 'object' || engine === null)) return false;
+    return this.engines.referenceModel(engine as { engine: string; model?: unknown } | undefined).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /**
+   * A voice that speaks like a reference clip: the clip is decoded, resampled to the model's rate
+   * and kept beside the voice (`voices/<id>/`, removed with it); the binding names it.
+   */
+  private async createWithReference(
+    accountId: string,
+    voice: Pick<VoiceImport, 'name' | 'version' | 'language' | 'description' | 'engine'>,
+    prompt: string,
+    promptText: string | undefined,
+  ): Promise<Voice> {
+    const model = await this.engines.referenceModel(voice.engine);
+    if (promptText === undefined) {
+      throw new AppError(
+        'VALIDATION_MISSING_FIELD',
+        'promptText is required with a `prompt`: what is said in the clip (the reference-audio model needs it, and this service transcribes nothing)',
+      );
+    }
+    if (/^https?:/i.test(prompt.trim())) {
+      throw errors.invalidValue(
+        'prompt: give the clip itself as a data: URL (base64 WAV or MP3); this service does not download URLs',
+      );
+    }
+    const encoded = DATA_URL.exec(prompt)?.[1] ?? prompt;
+    if (!BASE64.test(encoded)) {
+      throw errors.invalidValue('prompt: must be a data: URL of base64 WAV or MP3 audio, or bare base64');
+    }
+    let wav: Buffer;
+    try {
+      wav = await clipToWav(await decodeClip(Buffer.from(encoded, 'base64')), model.sampleRate);
+    } catch (err) {
+      if (err instanceof ClipError) throw errors.invalidValue(`prompt: the clip ${err.message}`);
+      throw err;
+    }
+    const id = randomUUID();
+    const clip = `voices/${id}/reference-${randomUUID()}.wav`;
+    await this.blobs.put(clip, wav, 'audio/wav');
+    try {
+      return await this.insert(accountId, {
+        ...voice,
+        engine: { ...model.binding, reference: { clip, text: promptText } } as VoiceBinding,
+        id,
+      });
+    } catch (err) {
+      await this.blobs.delete(clip).catch(() => undefined);
+      throw err;
+    }
   }
 
   /**
@@ -153,7 +259,7 @@ export class VoiceService {
 
   private async insert(
     accountId: string,
-    v: Partial<VoiceImport> & Pick<VoiceImport, 'name' | 'version'>,
+    v: Partial<VoiceImport> & Pick<VoiceImport, 'name' | 'version'> & { id?: string },
   ): Promise<Voice> {
     const language = v.language?.toLowerCase() === AUTO_LANGUAGE ? AUTO_LANGUAGE : (v.language ?? 'en');
     // An auto voice speaks with the English voice of the first engine that has one as its prior.
@@ -165,7 +271,7 @@ export class VoiceService {
     await this.engines.validateBinding(engine);
     const now = new Date();
     const row: VoiceRow = {
-      id: randomUUID(),
+      id: v.id ?? randomUUID(),
       account_id: accountId,
       name: v.name.trim(),
       status: v.status ?? 'ready',

@@ -43,3 +43,21 @@ export function makeTinyModel(
   execFileSync('/usr/bin/python3', args, { stdio: 'pipe' });
   return dir;
 }
+
+/**
+ * What the tiny ZipVoice model gives: 512 samples per phoneme token at 24 kHz, a tone in the mel
+ * band where the reference clip is loudest (of 8 bands up to 12 kHz), at STFT bin 16 (band + 1) of
+ * 1024: a clip below about 550 Hz gives 375 Hz, a clip around 1500 Hz gives 1500 Hz.
+ */
+export const TINY_ZIPVOICE_AUDIO = {
+  rate: 24_000,
+  samplesPerPhoneme: 512,
+  pitch: (band: number) => 375 * (band + 1),
+};
+
+/** Writes the tiny ZipVoice model (a reference-audio model: no speakers) into `modelsDir/name`. */
+export function makeTinyZipvoice(modelsDir: string, name = 'zipvoice'): string {
+  const dir = join(modelsDir, name);
+  execFileSync('/usr/bin/python3', [SCRIPT, dir, '--family', 'zipvoice'], { stdio: 'pipe' });
+  return dir;
+}

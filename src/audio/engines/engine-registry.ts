@@ -36,6 +36,8 @@ import {
   type EngineInfo,
   type EngineVoice,
   type NeuralSettings,
+  type ReferenceClips,
+  type ReferenceModel,
   type ProviderInstance,
 } from './provider.js';
 import { remoteProvider } from './remote.provider.js';
@@ -68,6 +70,8 @@ export interface EngineRegistryOptions {
   timeouts?: EngineTimeouts;
   /** MODELS_DIR and the neural engine's limits (none: no neural models). */
   neural?: NeuralSettings;
+  /** Where voices' reference clips are read from (none: no reference voices). */
+  referenceClips?: ReferenceClips;
 }
 
 /** Which catalogue voices to list: of one engine (an engine id or a provider id), speaking a language. */
@@ -92,6 +96,11 @@ export interface EngineRegistry {
   engines(): Promise<EngineInfo[]>;
   /** The voices of the available engines; VALIDATION_INVALID_VALUE for an unknown engine. */
   voices(filter?: VoiceFilter): Promise<EngineVoice[]>;
+  /**
+   * The model a voice created with a reference clip speaks with: of `engine` when the request names
+   * one (a neural binding's `model`), else the first installed; VALIDATION_INVALID_VALUE otherwise.
+   */
+  referenceModel(engine?: { engine: string; model?: unknown }): Promise<ReferenceModel<VoiceBinding>>;
   /** Reads the engines' sources again (MODELS_DIR's folders); resolves with the engines they give now. */
   rescan(): Promise<EngineInfo[]>;
   /** Stops the engines' worker threads. */
@@ -109,6 +118,7 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
     timeouts,
     ...(options.synthesisThreads !== undefined && { synthesisThreads: options.synthesisThreads }),
     ...(options.neural !== undefined && { neural: options.neural }),
+    ...(options.referenceClips !== undefined && { referenceClips: options.referenceClips }),
   };
   const instances = new Map<string, AnyInstance>(
     PROVIDERS.map((p) => [p.id, p.create(settings) as unknown as AnyInstance]),
@@ -187,6 +197,18 @@ export function createEngineRegistry(options: EngineRegistryOptions): EngineRegi
         .filter((v) => usable.has(v.engine))
         .filter((v) => wanted === undefined || v.engine === wanted || v.binding.engine === wanted);
       return filter.language === undefined ? chosen : speaking(chosen, filter.language);
+    },
+    async referenceModel(engine) {
+      const instance = engine === undefined ? instances.get(neuralProvider.id) : instanceFor(engine);
+      if (instance?.referenceModel === undefined) {
+        throw errors.invalidValue(
+          `engine.engine: "${engine?.engine ?? ''}" takes no reference clip: a voice with a \`prompt\` speaks with a neural model that takes one (ZipVoice)`,
+        );
+      }
+      const model = engine?.model;
+      if (model !== undefined && typeof model !== 'string')
+        throw errors.invalidValue('engine.model: must name a model folder of MODELS_DIR');
+      return (await instance.referenceModel(model)) as ReferenceModel<VoiceBinding>;
     },
     async rescan() {
       const lists = await Promise.all(

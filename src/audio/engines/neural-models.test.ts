@@ -1,12 +1,12 @@
-// Reading model folders of each family without sherpa-onnx (the tests' own tiny Kokoro, Kitten and
-// Matcha models): the family and sherpa-onnx config each layout gets, links followed, and a folder
+// Reading model folders of each family without sherpa-onnx (the tests' own tiny Kokoro, Kitten,
+// Matcha and ZipVoice models): the family and sherpa-onnx config each layout gets, links followed, and a folder
 // missing what its family needs reported with that reason instead of passing as another family.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { makeTinyModel, TINY_FAMILIES } from '../../../test/helpers/tiny-models.js';
+import { makeTinyModel, makeTinyZipvoice, TINY_FAMILIES } from '../../../test/helpers/tiny-models.js';
 import { readModel, scanModels, type ScannedModel } from './neural-models.js';
 
 const work = mkdtempSync(join(tmpdir(), 'voicegen-families-'));
@@ -116,5 +116,50 @@ describe('neural model folders of each family', () => {
       v2.config.kokoro.lexicon,
       [join(dir, 'kokoro-v2', 'lexicon-us-en.txt'), join(dir, 'kokoro-v2', 'lexicon-zh.txt')].join(','),
     );
+  });
+
+  it('reads a ZipVoice folder as a reference-audio model without speakers; int8 twins serve', async () => {
+    const dir = join(work, 'zipvoice');
+    const plain = makeTinyZipvoice(dir, 'zipvoice');
+    const read = await readModel(plain, 'zipvoice');
+    assert.ok(read.available, reasonOf(read));
+    assert.deepEqual(
+      [read.family, read.reference, read.speakers, read.sampleRate, read.languages],
+      ['zipvoice', true, [], 24_000, ['en-us', 'en']],
+    );
+    assert.deepEqual(read.config, {
+      zipvoice: {
+        encoder: join(plain, 'encoder.onnx'),
+        decoder: join(plain, 'decoder.onnx'),
+        vocoder: join(plain, 'vocos_24khz.onnx'),
+        tokens: join(plain, 'tokens.txt'),
+        dataDir: join(plain, 'espeak-ng-data'),
+        lexicon: join(plain, 'lexicon.txt'),
+      },
+    });
+    // The published int8 archive's names.
+    const int8 = makeTinyZipvoice(dir, 'zipvoice-int8');
+    renameSync(join(int8, 'encoder.onnx'), join(int8, 'encoder.int8.onnx'));
+    renameSync(join(int8, 'decoder.onnx'), join(int8, 'decoder.int8.onnx'));
+    const twin = await readModel(int8, 'zipvoice-int8');
+    assert.ok(twin.available && 'zipvoice' in twin.config, reasonOf(twin));
+    assert.equal(twin.config.zipvoice.encoder, join(int8, 'encoder.int8.onnx'));
+    // Every file sherpa-onnx needs (it ends its process without the lexicon or espeak-ng-data/).
+    unlinkSync(join(makeTinyZipvoice(dir, 'no-vocoder'), 'vocos_24khz.onnx'));
+    unlinkSync(join(makeTinyZipvoice(dir, 'no-decoder'), 'decoder.onnx'));
+    unlinkSync(join(makeTinyZipvoice(dir, 'no-lexicon'), 'lexicon.txt'));
+    unlinkSync(join(makeTinyZipvoice(dir, 'no-espeak'), 'espeak-ng-data'));
+    writeFileSync(join(makeTinyModel(dir, 'kokoro', 'pocket'), 'lm_main.pocket.onnx'), '');
+    const scanned = new Map((await scanModels(dir)).map((m) => [m.name, reasonOf(m)]));
+    assert.deepEqual(Object.fromEntries(scanned), {
+      'no-decoder': 'a ZipVoice model needs encoder.onnx and decoder.onnx (or their int8 twins)',
+      'no-espeak': 'a ZipVoice model needs espeak-ng-data/',
+      'no-lexicon': 'a ZipVoice model needs its lexicon.txt',
+      'no-vocoder':
+        'a ZipVoice model needs its Vocos vocoder in the folder (vocos_24khz.onnx, published apart)',
+      pocket: 'a Pocket TTS model: of the reference-audio families this service runs ZipVoice only',
+      zipvoice: '(available)',
+      'zipvoice-int8': '(available)',
+    });
   });
 });

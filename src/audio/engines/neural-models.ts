@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { NeuralModelConfig } from './neural-protocol.js';
 
 /** The model families this service recognises by their files. */
-export type NeuralFamily = 'vits' | 'kokoro' | 'kitten' | 'matcha';
+export type NeuralFamily = 'vits' | 'kokoro' | 'kitten' | 'matcha' | 'zipvoice';
 
 /** A model folder that can be loaded. */
 export interface NeuralModel {
@@ -22,6 +22,11 @@ export interface NeuralModel {
   sampleRate: number;
   /** Speaker names by speaker id (the speaker id as a string when the model names none). */
   speakers: string[];
+  /**
+   * It speaks like a reference clip given with each call (ZipVoice) instead of with speakers of its
+   * own: its voices are the ones created with a clip, and `speakers` is empty.
+   */
+  reference: boolean;
   /** Language tags it speaks, best first (empty when unknown). */
   languages: string[];
   /** Estimated memory of one loaded instance: the size of its model files. */
@@ -39,6 +44,7 @@ const FAMILY_TITLES: Readonly<Record<NeuralFamily, string>> = {
   kokoro: 'Kokoro',
   kitten: 'Kitten',
   matcha: 'Matcha',
+  zipvoice: 'ZipVoice',
 };
 
 /** Folder names that can be engine ids (and voice specs' engine part). */
@@ -110,8 +116,12 @@ async function inspect(dir: string, name: string): Promise<NeuralModel | string>
   const dataDir = dirs.has('espeak-ng-data') ? join(dir, 'espeak-ng-data') : '';
   const lexicons = [...files].filter((f) => /^lexicon.*\.txt$/.test(f)).sort();
   const lexicon = lexicons.map((f) => join(dir, f)).join(',');
-  if (['pocket', 'zipvoice'].some((f) => onnx.some((o) => o.includes(f)))) {
-    return 'a Pocket TTS or ZipVoice model: reference-audio models are not supported by this service';
+  if (onnx.some((o) => o.includes('pocket'))) {
+    return 'a Pocket TTS model: of the reference-audio families this service runs ZipVoice only';
+  }
+  const encoder = pickPart(onnx, 'encoder');
+  if (encoder !== undefined || onnx.some((o) => o.includes('zipvoice'))) {
+    return inspectZipvoice(dir, name, onnx, encoder, dataDir, lexicon);
   }
 
   const vocoder = onnx.find((f) => /vocos|hifigan|vocoder/i.test(f));
@@ -190,6 +200,64 @@ async function inspect(dir: string, name: string): Promise<NeuralModel | string>
   };
 }
 
+/**
+ * A ZipVoice folder (sherpa-onnx's published layout): encoder*.onnx and decoder*.onnx, tokens.txt,
+ * lexicon.txt and espeak-ng-data/, and the Vocos vocoder published apart (vocos_24khz.onnx) put in
+ * the folder. sherpa-onnx ends its process when the lexicon or espeak-ng-data/ is missing.
+ */
+async function inspectZipvoice(
+  dir: string,
+  name: string,
+  onnx: readonly string[],
+  encoder: string | undefined,
+  dataDir: string,
+  lexicon: string,
+): Promise<NeuralModel | string> {
+  const decoder = pickPart(onnx, 'decoder');
+  if (encoder === undefined || decoder === undefined) {
+    return 'a ZipVoice model needs encoder.onnx and decoder.onnx (or their int8 twins)';
+  }
+  const vocoder = onnx.find((f) => /vocos/i.test(f));
+  if (vocoder === undefined) {
+    return 'a ZipVoice model needs its Vocos vocoder in the folder (vocos_24khz.onnx, published apart)';
+  }
+  if (dataDir === '') return 'a ZipVoice model needs espeak-ng-data/';
+  if (lexicon === '') return 'a ZipVoice model needs its lexicon.txt';
+  // The rate and the mel layout are the decoder's metadata; sherpa-onnx's defaults when absent.
+  const meta = { sample_rate: '24000', ...(await onnxMetadata(join(dir, decoder))) };
+  const encoderMeta = await onnxMetadata(join(dir, encoder));
+  const common = await commonOf(
+    dir,
+    name,
+    { ...meta, language: encoderMeta.language ?? 'Chinese,English', voice: encoderMeta.voice ?? '' },
+    [encoder, decoder, vocoder],
+    'zipvoice',
+  );
+  if (typeof common === 'string') return common;
+  return {
+    ...common,
+    speakers: [],
+    reference: true,
+    config: {
+      zipvoice: {
+        encoder: join(dir, encoder),
+        decoder: join(dir, decoder),
+        vocoder: join(dir, vocoder),
+        tokens: join(dir, 'tokens.txt'),
+        dataDir,
+        lexicon,
+      },
+    },
+  };
+}
+
+/** `<part>.onnx` when present, else the only `<part>*.onnx` file (its int8 twin). */
+function pickPart(onnx: readonly string[], part: string): string | undefined {
+  if (onnx.includes(`${part}.onnx`)) return `${part}.onnx`;
+  const named = onnx.filter((f) => f.startsWith(part));
+  return named.length === 1 ? named[0] : undefined;
+}
+
 /** The fields every family shares: rate, speakers, languages, size and stamp. */
 async function commonOf(
   dir: string,
@@ -227,6 +295,7 @@ async function commonOf(
     family,
     sampleRate,
     speakers,
+    reference: false,
     languages: languagesOf(meta),
     bytes,
     stamp: stamps.join('|'),

@@ -10,7 +10,26 @@ export type NeuralModelConfig =
   | { vits: { model: string; tokens: string; dataDir: string; lexicon: string; dictDir: string } }
   | { kokoro: { model: string; voices: string; tokens: string; dataDir: string; lexicon: string } }
   | { kitten: { model: string; voices: string; tokens: string; dataDir: string } }
-  | { matcha: { acousticModel: string; vocoder: string; tokens: string; dataDir: string; lexicon: string } };
+  | { matcha: { acousticModel: string; vocoder: string; tokens: string; dataDir: string; lexicon: string } }
+  | {
+      zipvoice: {
+        encoder: string;
+        decoder: string;
+        vocoder: string;
+        tokens: string;
+        dataDir: string;
+        lexicon: string;
+      };
+    };
+
+/** A voice's reference clip, for the models that speak like a clip (ZipVoice). */
+export interface NeuralReference {
+  /** The clip, mono, in [-1, 1]. */
+  samples: Float32Array;
+  sampleRate: number;
+  /** What is said in the clip. */
+  text: string;
+}
 
 /** A model as a thread loads it. */
 export interface NeuralModelRef {
@@ -32,6 +51,8 @@ export interface NeuralTask extends SentenceTask {
   sid: number;
   /** sherpa-onnx's speed: 2 speaks twice as fast. */
   speed: number;
+  /** The clip the voice speaks like, for a reference-audio model. */
+  reference?: NeuralReference;
   /** Set on a sentence's first piece: its mark ends this many UTF-16 units after the piece's start. */
   sentenceEnd?: number;
 }

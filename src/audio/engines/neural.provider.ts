@@ -23,16 +23,27 @@ import {
   type SynthesisRequest,
 } from './engine.js';
 import { MODEL_NAME, scanModels, type NeuralModel, type ScannedModel } from './neural-models.js';
-import type { NeuralTask } from './neural-protocol.js';
+import type { NeuralReference, NeuralTask } from './neural-protocol.js';
+import { wavToClip, type Clip } from '../reference-clip.js';
 import type {
   EngineInfo,
   EngineProvider,
   EngineVoice,
   NeuralSettings,
   ProviderInstance,
+  ReferenceClips,
 } from './provider.js';
 import { piecesIn, SentenceWorkers, type TextPiece } from './sentence-workers.js';
 import { splitClauses, splitSentences } from './sentences.js';
+
+/** Where the voice domain keeps a voice's reference clip: `voices/<voice id>/reference-<id>.wav`. */
+export const REFERENCE_CLIP_KEY = /^voices\/[0-9a-f-]{36}\/reference-[0-9a-f-]{36}\.wav$/;
+
+/** The `voice` of a voice that speaks like its reference clip (the model has no speakers of its own). */
+export const REFERENCE_VOICE = 'reference';
+
+/** Longest transcript of a reference clip (a 30 s clip says a few hundred characters). */
+export const MAX_REFERENCE_TEXT = 1000;
 
 export const neuralBindingSchema = z.object({
   engine: z.literal('neural'),
@@ -40,6 +51,16 @@ export const neuralBindingSchema = z.object({
   model: z.string().regex(MODEL_NAME, 'must name a model folder of MODELS_DIR'),
   /** A speaker of the model: its name, or its id when the model names none. */
   voice: z.string().min(1).max(200),
+  /**
+   * The clip a reference-audio model (ZipVoice) speaks like and its transcript. Set by the voice
+   * domain from a create request's `prompt` and `promptText`, never from a request's `engine`.
+   */
+  reference: z
+    .object({
+      clip: z.string().regex(REFERENCE_CLIP_KEY, 'must be a stored reference clip'),
+      text: z.string().min(1).max(MAX_REFERENCE_TEXT),
+    })
+    .optional(),
 });
 
 export type NeuralBinding = z.infer<typeof neuralBindingSchema>;
@@ -56,7 +77,16 @@ const PROBE_TIMEOUT_MS = 120_000;
 const WORKER_URL = siblingModuleUrl(import.meta.url, 'neural.worker');
 const PROBE_URL = siblingModuleUrl(import.meta.url, 'neural-probe');
 
-const FAMILY_NAMES = { vits: 'VITS/Piper', kokoro: 'Kokoro', kitten: 'Kitten', matcha: 'Matcha' } as const;
+const FAMILY_NAMES = {
+  vits: 'VITS/Piper',
+  kokoro: 'Kokoro',
+  kitten: 'Kitten',
+  matcha: 'Matcha',
+  zipvoice: 'ZipVoice',
+} as const;
+
+/** Decoded reference clips kept by the engine (a voice's clip is read once, not per sentence). */
+const CLIP_CACHE_ENTRIES = 16;
 
 /** The pieces of `text`: its sentences, each cut at clause boundaries to NEURAL_PIECE_CHARS. */
 export function neuralPieces(text: string, language?: string): (TextPiece & { sentenceEnd?: number })[] {
@@ -76,7 +106,8 @@ export function neuralPieces(text: string, language?: string): (TextPiece & { se
 /** Runs the probe of `model`: resolves when a separate process loaded and ran it, else rejects with why. */
 function probe(model: NeuralModel): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = forkModule(PROBE_URL, [JSON.stringify(model.config)], PROBE_TIMEOUT_MS);
+    const args = [JSON.stringify(model.config), ...(model.reference ? ['reference'] : [])];
+    const child = forkModule(PROBE_URL, args, PROBE_TIMEOUT_MS);
     let stderr = '';
     child.stderr?.setEncoding('utf8');
     child.stderr?.on('data', (d: string) => (stderr = (stderr + d).slice(-4096)));
@@ -101,6 +132,7 @@ class NeuralEngine implements SpeechEngine {
     threads: number,
     private readonly settings: NeuralSettings,
     private readonly ready: (model: string) => Promise<NeuralModel>,
+    private readonly clips: ReferenceClips | undefined,
   ) {
     this.workers = new SentenceWorkers(WORKER_URL, threads, { id: 'neural', label: 'sherpa-onnx' });
     // Each thread (the interactive lane's too) keeps its own instances: the budget is shared out.
@@ -119,10 +151,19 @@ class NeuralEngine implements SpeechEngine {
       throw new Error(`the neural engine cannot speak a ${binding.engine} voice`);
     checkSpeechRate(req.speechRate);
     const model = await untilAborted(this.ready(binding.model), signal);
-    const sid = model.speakers.indexOf(binding.voice);
-    if (sid < 0) {
-      const reason = `model "${model.name}" has no speaker "${binding.voice}"`;
-      throw new EngineCallError('failed', { engine: model.name, reason });
+    const fail = (reason: string) => new EngineCallError('failed', { engine: model.name, reason });
+    let sid = 0;
+    let reference: NeuralReference | undefined;
+    if (model.reference) {
+      if (binding.reference === undefined)
+        throw fail(`model "${model.name}" speaks like a reference clip, and this voice has none`);
+      const clip = await untilAborted(this.clipOf(binding.reference.clip, model.name), signal);
+      reference = { ...clip, text: binding.reference.text };
+    } else {
+      if (binding.reference !== undefined)
+        throw fail(`model "${model.name}" takes no reference clip (${FAMILY_NAMES[model.family]})`);
+      sid = model.speakers.indexOf(binding.voice);
+      if (sid < 0) throw fail(`model "${model.name}" has no speaker "${binding.voice}"`);
     }
     const ref = {
       key: `${model.dir}|${model.stamp}`,
@@ -140,10 +181,39 @@ class NeuralEngine implements SpeechEngine {
         sid,
         // speechRate is a duration multiplier, sherpa-onnx's speed its inverse.
         speed: 1 / req.speechRate,
+        ...(reference !== undefined && { reference }),
         ...(piece.sentenceEnd !== undefined && { sentenceEnd: piece.sentenceEnd }),
       }),
       signal,
     );
+  }
+
+  /** Decoded clips by blob key, least recently used first; keys are never reused for other audio. */
+  private readonly clipCache = new Map<string, Promise<Clip>>();
+
+  /** The reference clip stored under `key`, decoded (shared by every sentence and call of the voice). */
+  private clipOf(key: string, engine: string): Promise<Clip> {
+    const cached = this.clipCache.get(key);
+    if (cached !== undefined) {
+      this.clipCache.delete(key);
+      this.clipCache.set(key, cached);
+      return cached;
+    }
+    const clips = this.clips;
+    const loading = (async () => {
+      if (clips === undefined) throw new Error('this service keeps no reference clips');
+      return wavToClip(await clips.read(key));
+    })().catch((err: unknown) => {
+      this.clipCache.delete(key);
+      const why = err instanceof Error ? err.message : String(err);
+      throw new EngineCallError('failed', { engine, reason: `the voice's reference clip: ${why}` }, err);
+    });
+    this.clipCache.set(key, loading);
+    for (const old of this.clipCache.keys()) {
+      if (this.clipCache.size <= CLIP_CACHE_ENTRIES) break;
+      this.clipCache.delete(old);
+    }
+    return loading;
   }
 
   close(): Promise<void> {
@@ -168,7 +238,9 @@ function infoOf(entry: ScannedModel, probeFailure: string | undefined): EngineIn
       description: `Neural model folder ${entry.name}`,
     };
   }
-  const description = `Neural voices (sherpa-onnx, ${FAMILY_NAMES[entry.family]}, ${entry.sampleRate} Hz): ${entry.name}`;
+  const description = entry.reference
+    ? `Neural voices cloned from a reference clip (sherpa-onnx, ${FAMILY_NAMES[entry.family]}, ${entry.sampleRate} Hz): ${entry.name}; create a voice with a \`prompt\` clip and its \`promptText\``
+    : `Neural voices (sherpa-onnx, ${FAMILY_NAMES[entry.family]}, ${entry.sampleRate} Hz): ${entry.name}`;
   return probeFailure === undefined
     ? { ...base, available: true, description }
     : { ...base, available: false, reason: probeFailure, description };
@@ -192,7 +264,11 @@ export interface NeuralInstance extends ProviderInstance<NeuralBinding> {
   rescan(): Promise<ScannedModel[]>;
 }
 
-function createInstance(settings: NeuralSettings, synthesisThreads: number | undefined): NeuralInstance {
+function createInstance(
+  settings: NeuralSettings,
+  synthesisThreads: number | undefined,
+  clips: ReferenceClips | undefined,
+): NeuralInstance {
   let scanned: Promise<Map<string, ScannedModel>> | undefined;
   /** Probes by model key: a replaced folder (new stamp) is probed again. */
   const probes = new Map<string, Promise<void>>();
@@ -263,6 +339,22 @@ function createInstance(settings: NeuralSettings, synthesisThreads: number | und
     },
     async validate(binding) {
       const model = await availableModel(binding);
+      if (model.reference) {
+        if (binding.reference === undefined) {
+          throw errors.invalidValue(
+            `engine.model: neural model "${model.name}" speaks like a reference clip: create the voice with a \`prompt\` clip and its \`promptText\``,
+          );
+        }
+        return;
+      }
+      if (binding.reference !== undefined) {
+        const takers = [...(await models()).values()]
+          .filter((m) => m.available && m.reference)
+          .map((m) => m.name);
+        throw errors.invalidValue(
+          `engine.model: neural model "${model.name}" (${FAMILY_NAMES[model.family]}) takes no reference clip; models that do: ${takers.length === 0 ? 'none installed (ZipVoice)' : takers.join(', ')}`,
+        );
+      }
       if (!model.speakers.includes(binding.voice)) {
         throw errors.invalidValue(
           `engine.voice: model "${model.name}" has no speaker "${binding.voice}" (speakers: ${model.speakers.slice(0, 20).join(', ')})`,
@@ -280,8 +372,40 @@ function createInstance(settings: NeuralSettings, synthesisThreads: number | und
       if (entry?.available !== true || own === undefined) return { engine: binding.model, speaks: 'any' };
       return { engine: binding.model, own, speaks: entry.languages };
     },
+    async referenceModel(name) {
+      const all = [...(await models()).values()];
+      const usable = (m: ScannedModel): m is ScannedModel & NeuralModel =>
+        m.available && m.reference && !failures.has(keyOf(m));
+      if (name !== undefined) {
+        const model = await availableModel({ engine: 'neural', model: name, voice: REFERENCE_VOICE });
+        if (!model.reference) {
+          throw errors.invalidValue(
+            `engine.model: neural model "${name}" (${FAMILY_NAMES[model.family]}) takes no reference clip: a voice with a \`prompt\` needs a model that does (ZipVoice)`,
+          );
+        }
+        return {
+          binding: { engine: 'neural', model: name, voice: REFERENCE_VOICE },
+          sampleRate: model.sampleRate,
+        };
+      }
+      const first = all.find(usable);
+      if (first === undefined) {
+        throw errors.invalidValue(
+          'prompt: no model that speaks like a reference clip is installed (a ZipVoice model in MODELS_DIR)',
+        );
+      }
+      return {
+        binding: { engine: 'neural', model: first.name, voice: REFERENCE_VOICE },
+        sampleRate: first.sampleRate,
+      };
+    },
     engineFor() {
-      engine ??= new NeuralEngine(synthesisThreads ?? Math.min(2, availableParallelism()), settings, ready);
+      engine ??= new NeuralEngine(
+        synthesisThreads ?? Math.min(2, availableParallelism()),
+        settings,
+        ready,
+        clips,
+      );
       return engine;
     },
     async rescan() {
@@ -304,5 +428,6 @@ export const neuralProvider: EngineProvider<typeof neuralBindingSchema> = {
     createInstance(
       settings.neural ?? { modelsDir: '', threads: 1, memoryBytes: DEFAULT_NEURAL_MEMORY_BYTES },
       settings.synthesisThreads,
+      settings.referenceClips,
     ),
 };

@@ -58,7 +58,7 @@ export async function synthesize(task: NeuralTask): Promise<number> {
   const output = new PieceOutput(task);
   try {
     const tts = modelFor(task.model, task.memoryBytes);
-    const audio = speak(tts, task.text, task.sid, task.speed);
+    const audio = speak(tts, task.text, task.sid, task.speed, task.reference);
     return await postWholeSentence(output, toInt16(audio.samples), audio.sampleRate, task.sentenceEnd);
   } finally {
     output.close();

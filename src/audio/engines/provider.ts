@@ -76,6 +76,21 @@ export interface ProviderSettings {
   timeouts: EngineTimeouts;
   /** The neural engine's models and limits (none: no models). */
   neural?: NeuralSettings;
+  /** Where voices' reference clips are read from (the blob store); none: no reference voices. */
+  referenceClips?: ReferenceClips;
+}
+
+/** Reads the reference clips voices were created with (stored by the voice domain, WAV). */
+export interface ReferenceClips {
+  read(key: string): Promise<Uint8Array>;
+}
+
+/** A model that speaks like a reference clip, for a voice created with one. */
+export interface ReferenceModel<B extends BaseBinding = BaseBinding> {
+  /** The voice's binding, without its clip. */
+  binding: B;
+  /** The rate the clip is stored at (the model's own). */
+  sampleRate: number;
 }
 
 /** What the neural provider is configured with (config.ts). */
@@ -111,6 +126,11 @@ export interface ProviderInstance<B extends BaseBinding> {
   languages(binding: B): Promise<VoiceLanguages>;
   /** The engine that speaks `binding` (the registry adds the call deadline); may throw like `validate`. */
   engineFor(binding: B): SpeechEngine;
+  /**
+   * The model a voice created with a reference clip speaks with: `model` when given (400 unless it
+   * takes a clip), else the first that does; 400 when there is none. Only providers with such models.
+   */
+  referenceModel?(model?: string): Promise<ReferenceModel<B>>;
   /** Reads its engines' sources again (model folders), for engines that come and go while it runs. */
   rescan?(): Promise<unknown>;
   close(): Promise<void>;

@@ -4,12 +4,21 @@
  * read ends its process.
  */
 import { createRequire } from 'node:module';
-import type { NeuralModelConfig } from './neural-protocol.js';
+import type { NeuralModelConfig, NeuralReference } from './neural-protocol.js';
 
 export interface SherpaOfflineTts {
   readonly numSpeakers: number;
   readonly sampleRate: number;
-  generate(request: { text: string; generationConfig: { sid: number; speed: number } }): {
+  generate(request: {
+    text: string;
+    generationConfig: {
+      sid: number;
+      speed: number;
+      referenceAudio?: Float32Array;
+      referenceSampleRate?: number;
+      referenceText?: string;
+    };
+  }): {
     samples: Float32Array;
     sampleRate: number;
   };
@@ -23,15 +32,22 @@ const NO_AUDIO = 'TTS generation failed';
  * (no token of the model in it: an emoji, a lone dash, a script it has no symbols for). The call
  * takes `generationConfig`: given `sid` and `speed` beside the text instead, sherpa-onnx-node reads
  * that null result as audio and the process dies of a segmentation fault, every thread with it.
+ * A reference-audio model (ZipVoice) speaks like `reference`, and says nothing without one.
  */
 export function speak(
   tts: SherpaOfflineTts,
   text: string,
   sid: number,
   speed: number,
+  reference?: NeuralReference,
 ): { samples: Float32Array; sampleRate: number } {
+  const cloned = reference !== undefined && {
+    referenceAudio: reference.samples,
+    referenceSampleRate: reference.sampleRate,
+    referenceText: reference.text,
+  };
   try {
-    return tts.generate({ text, generationConfig: { sid, speed } });
+    return tts.generate({ text, generationConfig: { sid, speed, ...cloned } });
   } catch (err) {
     if (err instanceof Error && err.message === NO_AUDIO) {
       return { samples: new Float32Array(0), sampleRate: tts.sampleRate };
