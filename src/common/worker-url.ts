@@ -63,13 +63,18 @@ export function startModuleWorker(
 
 /**
  * Starts the module at `url` in a child process of its own with `args` (under tsx, with this
- * process's loader flags): for work whose memory should leave with it. stderr is piped; the
- * child is killed after `timeoutMs`.
+ * process's loader flags): for work whose memory should leave with it. stderr is piped, and stdin
+ * when `input` is set (data for the child to read); the child is killed after `timeoutMs`.
  */
-export function forkModule(url: URL, args: readonly string[], timeoutMs: number): ChildProcess {
+export function forkModule(
+  url: URL,
+  args: readonly string[],
+  timeoutMs: number,
+  { input = false }: { input?: boolean } = {},
+): ChildProcess {
   return fork(fileURLToPath(url), [...args], {
     execArgv: inheritedExecArgv(),
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    stdio: [input ? 'pipe' : 'ignore', 'ignore', 'pipe', 'ipc'],
     timeout: timeoutMs,
     killSignal: 'SIGKILL',
   });

@@ -10,13 +10,15 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { gunzipSync } from 'node:zlib';
 import { sql } from 'kysely';
 import { freshPostgresDatabase } from '../../test/helpers/servers.js';
+import { archive as tarArchive, entry as tarEntry } from '../../test/helpers/tar.js';
 import { AccountService } from '../accounts/account-service.js';
 import { SqlAccountStore } from '../accounts/account-store.sql.js';
 import { isAppError } from '../errors/app-error.js';
@@ -1101,6 +1103,76 @@ describe('embedded database: a new one, its page cache', () => {
         assert.deepEqual((await readdir(dataDir)).sort(), ['db']);
       } finally {
         await child.stop('SIGKILL').catch(() => undefined);
+        await rm(dataDir, { recursive: true, force: true });
+      }
+    },
+  );
+
+  test(
+    'a template that fails part-way leaves no database and no staging folder: the next start creates it',
+    TEST_DEADLINE,
+    async () => {
+      const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-db-new-'));
+      try {
+        const whole = new Uint8Array(await (await pgliteTemplate()).arrayBuffer());
+        const failing: [Uint8Array, RegExp][] = [
+          // Cut in the middle: refused as it is read.
+          [gunzipSync(whole).subarray(0, 8 * 1024 * 1024), /is cut short|ends before its end marker/],
+          // Fails while writing, after its first files: a folder where a file was just written.
+          [
+            tarArchive(tarEntry('PG_VERSION', '0', Buffer.from('17\n')), tarEntry('PG_VERSION/base', '5')),
+            /ENOTDIR|EEXIST/,
+          ],
+        ];
+        for (const [template, message] of failing) {
+          await assert.rejects(openDatabase({ dataDir, pgliteTemplate: new Blob([template]) }), message);
+          assert.deepEqual(await readdir(dataDir), ['db']);
+          assert.deepEqual(await readdir(join(dataDir, 'db')), []);
+          assert.equal(await readDataDirLock(dataDir), undefined);
+        }
+
+        const handle = await openDatabase({ dataDir, pgliteTemplate: new Blob([whole]) });
+        try {
+          const { rows } = await sql<{ n: string }>`select count(*) as n from accounts`.execute(handle.db);
+          assert.equal(rows[0]?.n, '0');
+        } finally {
+          await handle.close();
+        }
+        assert.deepEqual(await readdir(dataDir), ['db']);
+      } finally {
+        await rm(dataDir, { recursive: true, force: true });
+      }
+    },
+  );
+
+  test(
+    'a half-unpacked staging folder left by a killed process is removed; the next start creates the database',
+    TEST_DEADLINE,
+    async () => {
+      const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-db-new-'));
+      try {
+        // What a process killed while unpacking leaves: an empty db/ and part of the files beside it.
+        await mkdir(join(dataDir, 'db'));
+        const staging = join(dataDir, 'db.creating-4242-0badf00d');
+        await mkdir(join(staging, 'global'), { recursive: true });
+        await writeFile(join(staging, 'PG_VERSION'), '17\n');
+        await writeFile(join(staging, 'global', '1213'), Buffer.alloc(8192));
+        const handle = await openDatabase({ dataDir, pgliteTemplate: await pgliteTemplate() });
+        try {
+          await new AccountService(new SqlAccountStore(handle.db)).createAccount('after-a-crash');
+        } finally {
+          await handle.close();
+        }
+        assert.deepEqual(await readdir(dataDir), ['db']);
+        const again = await openDatabase({ dataDir });
+        try {
+          assert.ok(
+            await new AccountService(new SqlAccountStore(again.db)).findAccountByName('after-a-crash'),
+          );
+        } finally {
+          await again.close();
+        }
+      } finally {
         await rm(dataDir, { recursive: true, force: true });
       }
     },

@@ -5,10 +5,13 @@
  * DATA_DIR lock is taken before opening and released after closing; a second process gets a clear
  * error instead of a corrupted database.
  */
-import { existsSync } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, rename, rm, rmdir } from 'node:fs/promises';
+import { access, mkdir, readdir, rename, rm, rmdir } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
 import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely } from 'kysely';
@@ -30,7 +33,10 @@ import type { Database } from './schema.js';
 /** Where the embedded database lives, and an optional template for a new one. */
 export interface PgliteDatabaseOptions {
   dataDir: string;
-  /** A data-dir dump (`createPgliteTemplate`) a new database starts from instead of running initdb. */
+  /**
+   * A data-dir dump (`createPgliteTemplate`) a new database is unpacked from instead of running
+   * initdb; without it, the template of the compiled build if there is one.
+   */
   template?: Blob | File | undefined;
   /** The page cache (PostgreSQL shared_buffers) in MiB; PostgreSQL touches all of it at start (default 16). */
   cacheMb?: number | undefined;
@@ -109,9 +115,7 @@ class PgliteWorkerClient implements StatementRunner {
   }
 
   /** Starts the worker on `data` and resolves once the database is open (rejects with why it is not). */
-  static async start(
-    options: Pick<PgliteWorkerData, 'dir' | 'template' | 'cacheMb'>,
-  ): Promise<PgliteWorkerClient> {
+  static async start(options: Pick<PgliteWorkerData, 'dir' | 'cacheMb'>): Promise<PgliteWorkerClient> {
     const channel = new MessageChannel();
     const answered = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
     const data: PgliteWorkerData = { ...options, port: channel.port2, answered };
@@ -248,13 +252,35 @@ class PgliteWorkerClient implements StatementRunner {
 const INITDB_DEADLINE_MS = 5 * 60_000;
 
 /**
- * Creates and migrates a new database at `dir` in a child process that then exits: done in this
- * process (even in a worker thread), initdb and the first migrations left ~100 MiB resident in the
- * service for its whole life. It is built in a staging folder beside `dir` and renamed into place
- * once complete, so a process killed while creating leaves no half-made database behind: the next
- * start removes the staging folder and creates it again.
+ * The migrated database `npm run build` writes beside the compiled modules (dist/): a new database
+ * is unpacked from it. Absent when the service runs from src/ (development, tests), where a new
+ * database is made by initdb.
  */
-async function createInChildProcess(dir: string): Promise<void> {
+const BUILT_TEMPLATE = new URL('../pglite-template.tar.gz', import.meta.url);
+
+/** The built template as a stream of its bytes, or undefined when there is none. */
+async function builtTemplate(): Promise<AsyncIterable<Uint8Array> | undefined> {
+  const path = fileURLToPath(BUILT_TEMPLATE);
+  try {
+    await access(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new Error(`cannot read the embedded database template ${path}`, { cause: err });
+  }
+  return createReadStream(path);
+}
+
+/**
+ * Creates a new database at `dir` in a child process that then exits: unpacked from `template` (a
+ * migrated `dumpDataDir` archive) with plain file writes, or without one by initdb and the
+ * migrations. Its memory leaves with it: initdb and the migrations done in this process, even in a
+ * worker thread, left ~100 MiB resident in the service for its whole life, and the unpacking of
+ * the 40 MB archive ~30-50 MiB. It is built in a staging folder beside `dir` and renamed into place
+ * once complete, so a process killed while creating leaves no half-made database behind: the next
+ * start removes the staging folder and creates it again. The database worker then opens it like
+ * any existing database: from a template, PostgreSQL's WebAssembly starts once.
+ */
+async function createDatabase(dir: string, template: AsyncIterable<Uint8Array> | undefined): Promise<void> {
   const stagingPrefix = `${basename(dir)}.creating-`;
   for (const name of await readdir(dirname(dir))) {
     if (name.startsWith(stagingPrefix)) await rm(join(dirname(dir), name), { recursive: true, force: true });
@@ -264,7 +290,7 @@ async function createInChildProcess(dir: string): Promise<void> {
     `${stagingPrefix}${String(process.pid)}-${randomBytes(4).toString('hex')}`,
   );
   try {
-    await runInitProcess(staging);
+    await runInitProcess(staging, template);
     try {
       await rmdir(dir);
     } catch (err) {
@@ -282,13 +308,25 @@ async function createInChildProcess(dir: string): Promise<void> {
   }
 }
 
-/** Runs src/storage/pglite-init.process on `dir`; rejects with its exit and stderr when it fails. */
-async function runInitProcess(dir: string): Promise<void> {
+/**
+ * Creates the database at `dir` in a child process: src/storage/pglite-unpack.process with
+ * `template` on its standard input, or src/storage/pglite-init.process (initdb) without one;
+ * rejects with its exit and stderr when it fails.
+ */
+async function runInitProcess(dir: string, template: AsyncIterable<Uint8Array> | undefined): Promise<void> {
   const child = forkModule(
-    siblingModuleUrl(import.meta.url, 'pglite-init.process'),
+    siblingModuleUrl(
+      import.meta.url,
+      template === undefined ? 'pglite-init.process' : 'pglite-unpack.process',
+    ),
     [dir],
     INITDB_DEADLINE_MS,
+    { input: template !== undefined },
   );
+  if (template !== undefined && child.stdin !== null) {
+    // A child that stops reading (a damaged template) closes the pipe: its exit says why.
+    pipeline(Readable.from(template), child.stdin).catch(() => undefined);
+  }
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
     stderr = (stderr + chunk).slice(-4000);
@@ -312,10 +350,10 @@ export async function openPgliteDatabase(options: PgliteDatabaseOptions): Promis
     const dir = join(options.dataDir, 'db');
     await mkdir(dir, { recursive: true, mode: OWNER_DIR_MODE });
     // A template only seeds a new database; an existing one is opened as it is.
-    const isNew = !existsSync(join(dir, 'PG_VERSION'));
-    if (isNew && options.template === undefined) await createInChildProcess(dir);
-    const template = isNew && options.template ? await options.template.arrayBuffer() : undefined;
-    client = await PgliteWorkerClient.start({ dir, template, cacheMb: options.cacheMb ?? DEFAULT_CACHE_MB });
+    if (!existsSync(join(dir, 'PG_VERSION'))) {
+      await createDatabase(dir, options.template?.stream() ?? (await builtTemplate()));
+    }
+    client = await PgliteWorkerClient.start({ dir, cacheMb: options.cacheMb ?? DEFAULT_CACHE_MB });
     db = new Kysely<Database>({ dialect: new PgliteDialect(client) });
     await migrateToLatest(db);
   } catch (err) {

@@ -2,12 +2,10 @@
  * Child process that creates a new embedded database (initdb) in the folder given as its argument
  * and applies every migration, then exits 0 (1 with the error on stderr). The memory initdb and the
  * migrations leave behind (WebAssembly, allocator and heap) goes away with the process: done in a
- * worker thread of the service, ~100 MiB of it stayed resident for its whole life; the service then opens a database like on any restart. A compiled build carries a
- * migrated template made by `npm run build` (dist/pglite-template.tar.gz): the new database is
- * unpacked from it instead, which skips initdb (seconds of WebAssembly) on a first start and on
- * every in-process `voicegen synth`.
+ * worker thread of the service, ~100 MiB of it stayed resident for its whole life; the service then
+ * opens a database like on any restart. Used only where there is no migrated template to unpack
+ * (the service run from src/): a compiled build carries one (see database.pglite.ts).
  */
-import { readFile } from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely } from 'kysely';
 import { migrateToLatest } from './database.js';
@@ -15,15 +13,8 @@ import { PgliteDialect } from './pglite-dialect.js';
 import { PGLITE_PARSERS } from './pglite-protocol.js';
 import type { Database } from './schema.js';
 
-/** Where `npm run build` writes the template, beside the compiled modules (absent when run from src/). */
-const BUILT_TEMPLATE = new URL('../pglite-template.tar.gz', import.meta.url);
-
 async function initialize(dir: string): Promise<void> {
-  const template = await readFile(BUILT_TEMPLATE).catch(() => undefined);
-  const pglite = await PGlite.create(dir, {
-    parsers: PGLITE_PARSERS,
-    ...(template !== undefined && { loadDataDir: new Blob([template]) }),
-  });
+  const pglite = await PGlite.create(dir, { parsers: PGLITE_PARSERS });
   const db = new Kysely<Database>({ dialect: new PgliteDialect(pglite) });
   try {
     await migrateToLatest(db);

@@ -11,14 +11,12 @@ import { types, type PGliteOptions } from '@electric-sql/pglite';
 export const PGLITE_PARSERS: PGliteOptions['parsers'] = { [types.INT8]: (value: string) => value };
 
 /**
- * What the worker is started with: the database folder and, for a new one, a data-dir dump to load;
+ * What the worker is started with: the database folder (created before, see database.pglite.ts);
  * and the channel for statements, whose answers the caller may wait for without returning to its
  * event loop: the worker answers on `port` and then raises `answered[0]` to 1.
  */
 export interface PgliteWorkerData {
   dir: string;
-  /** A `dumpDataDir` archive (a copy: the caller's template stays usable). */
-  template?: ArrayBuffer | undefined;
   /** PostgreSQL's shared_buffers in MiB. */
   cacheMb: number;
   port: MessagePort;

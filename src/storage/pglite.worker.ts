@@ -18,7 +18,6 @@ async function open(data: PgliteWorkerData): Promise<PGlite> {
   return PGlite.create(data.dir, {
     parsers: PGLITE_PARSERS,
     startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${data.cacheMb}MB`],
-    ...(data.template !== undefined ? { loadDataDir: new Blob([data.template]) } : {}),
   });
 }
 
