@@ -4,15 +4,9 @@
 // between the pieces of a cut first sentence, and a pause tag: the word after each starts where
 // the silence ends, the word before it ends where the silence starts.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
+import { silenceDetect } from './helpers/audio-check.js';
 import { createTask, createVoice, startTestApp, waitForTask, type TestApp } from './helpers/test-app.js';
-
-const run = promisify(execFile);
 
 interface Word {
   start: number;
@@ -23,36 +17,6 @@ interface Timestamps {
   complete: boolean;
   sentences: (Word & { words: Word[] })[];
   words: (Word & { content: number; sentence: number })[];
-}
-
-/** Silences of at least `minSeconds` ffmpeg finds in `mp3` at −50 dBFS (the service's voiced level). */
-async function silences(
-  dir: string,
-  mp3: Buffer,
-  minSeconds: number,
-): Promise<{ start: number; end: number }[]> {
-  const path = join(dir, `probe-${Math.random().toString(36).slice(2)}.mp3`);
-  await writeFile(path, mp3);
-  const { stderr } = await run('ffmpeg', [
-    '-nostdin',
-    '-hide_banner',
-    '-i',
-    path,
-    '-af',
-    `silencedetect=noise=-50dB:d=${minSeconds}`,
-    '-f',
-    'null',
-    '-',
-  ]);
-  const out: { start: number; end: number }[] = [];
-  for (const line of stderr.split('\n')) {
-    const start = /silence_start: (-?[\d.]+)/.exec(line);
-    if (start) out.push({ start: Number(start[1]), end: Infinity });
-    const end = /silence_end: ([\d.]+)/.exec(line);
-    const last = out.at(-1);
-    if (end && last) last.end = Number(end[1]);
-  }
-  return out;
 }
 
 /** One MP3 frame (26 ms) and the engine's slack: the tolerance of the timings suite. */
@@ -66,15 +30,12 @@ const AFTER_SILENCE = ['Apples', 'pears', 'and', 'in', 'It', 'they', 'and'];
 
 describe('Flite word timings on the audio we serve', () => {
   let t: TestApp;
-  let dir: string;
 
   before(async () => {
     t = await startTestApp();
-    dir = await mkdtemp(join(tmpdir(), 'voicegen-flite-words-'));
   });
   after(async () => {
     await t.close();
-    await rm(dir, { recursive: true, force: true });
   });
 
   it('places every word of a Flite voice where ffmpeg hears it start after a pause', async () => {
@@ -118,7 +79,7 @@ describe('Flite word timings on the audio we serve', () => {
 
       const content = task.metadata.contents.find((c) => c.index === index);
       const mp3 = (await get(content?.audio ?? '')).rawPayload;
-      const quiet = await silences(dir, mp3, 0.05);
+      const quiet = await silenceDetect(mp3, 0.05);
       let from = 0;
       for (const text of AFTER_SILENCE) {
         const k = timings.words.findIndex((w, i) => i >= from && w.text === text);
@@ -138,7 +99,7 @@ describe('Flite word timings on the audio we serve', () => {
           );
       }
       // No word spans a pause: every silence of a tenth of a second lies between two words.
-      for (const gap of await silences(dir, mp3, 0.1)) {
+      for (const gap of await silenceDetect(mp3, 0.1)) {
         const inside = timings.words.find(
           (w) => w.start < gap.start - TOLERANCE && w.end > gap.end + TOLERANCE,
         );

@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { parseSync } from 'subtitle';
 import webvtt from 'webvtt-parser';
-import { decodeToPcm } from './helpers/audio-check.js';
+import { decodeToPcm, silenceDetect } from './helpers/audio-check.js';
 import { bearer, createVoice, startTestApp, type TestApp } from './helpers/test-app.js';
 
 const run = promisify(execFile);
@@ -38,36 +38,6 @@ interface TaskBody {
   id: string;
   status: string;
   metadata: { audio?: string; srt?: string; contents: { index: number; audio?: string }[] };
-}
-
-/** Silences ffmpeg finds in `mp3` (at −50 dBFS, the level below which the service counts samples as silent). */
-async function silences(
-  dir: string,
-  mp3: Buffer,
-  minSeconds: number,
-): Promise<{ start: number; end: number }[]> {
-  const path = join(dir, `probe-${Math.random().toString(36).slice(2)}.mp3`);
-  await writeFile(path, mp3);
-  const { stderr } = await run('ffmpeg', [
-    '-nostdin',
-    '-hide_banner',
-    '-i',
-    path,
-    '-af',
-    `silencedetect=noise=-50dB:d=${minSeconds}`,
-    '-f',
-    'null',
-    '-',
-  ]);
-  const out: { start: number; end: number }[] = [];
-  for (const line of stderr.split('\n')) {
-    const start = /silence_start: (-?[\d.]+)/.exec(line);
-    if (start) out.push({ start: Number(start[1]), end: Infinity });
-    const end = /silence_end: ([\d.]+)/.exec(line);
-    const last = out.at(-1);
-    if (end && last) last.end = Number(end[1]);
-  }
-  return out;
 }
 
 const TOLERANCE = 0.06;
@@ -195,7 +165,7 @@ describe('subtitles and timestamps', () => {
 
     // The content boundaries lie where ffmpeg hears the silence between contents.
     const fullMp3 = (await get(path(task.metadata.audio ?? ''))).rawPayload;
-    const gaps = await silences(dir, fullMp3, 0.8);
+    const gaps = await silenceDetect(fullMp3, 0.8);
     for (const content of [0, 1]) {
       const last = final.sentences.filter((s) => s.content === content).at(-1);
       const next = final.sentences.find((s) => s.content === content + 1);
@@ -232,7 +202,7 @@ describe('subtitles and timestamps', () => {
       for (const [i, s] of own.sentences.entries())
         near(s.start + shift, mine[i]?.start ?? NaN, 'same offsets');
       const mp3 = (await get(path(content.audio ?? ''))).rawPayload;
-      const quiet = await silences(dir, mp3, 0.02);
+      const quiet = await silenceDetect(mp3, 0.02);
       const first = own.sentences[0];
       const last = own.sentences.at(-1);
       assert.ok(first !== undefined && last !== undefined);

@@ -9,6 +9,7 @@
  * - `rmsWindows(pcm, n)`     → dBFS of consecutive windows of n samples
  * - `silentRuns(pcm, n, db)` → runs of consecutive windows quieter than `db`, in samples
  * - `ebur128(bytes)`         → integrated loudness (LUFS) and true peak (dBTP), ffmpeg's ebur128 filter
+ * - `silenceDetect(bytes, d)` → silences of at least d seconds at −50 dBFS, ffmpeg's silencedetect
  *
  * Every function takes the audio as bytes; temporary files are removed before it returns.
  */
@@ -112,6 +113,39 @@ export async function ebur128(bytes: Uint8Array, rawMono = false): Promise<Loudn
     if (Number.isNaN(integrated) || Number.isNaN(truePeak))
       throw new Error(`no ebur128 summary in: ${summary}`);
     return { integrated, truePeak };
+  });
+}
+
+/**
+ * Silences of at least `minSeconds` that ffmpeg's silencedetect finds at −50 dBFS (the level below
+ * which the service counts samples as silent), in seconds of the decoded audio; a silence running
+ * to the end has `end` Infinity.
+ */
+export async function silenceDetect(
+  bytes: Uint8Array,
+  minSeconds: number,
+): Promise<{ start: number; end: number }[]> {
+  return withFile(bytes, async (path) => {
+    const { stderr } = await run('ffmpeg', [
+      '-nostdin',
+      '-hide_banner',
+      '-i',
+      path,
+      '-af',
+      `silencedetect=noise=-50dB:d=${String(minSeconds)}`,
+      '-f',
+      'null',
+      '-',
+    ]);
+    const out: { start: number; end: number }[] = [];
+    for (const line of stderr.split('\n')) {
+      const start = /silence_start: (-?[\d.]+)/.exec(line);
+      if (start) out.push({ start: Number(start[1]), end: Infinity });
+      const end = /silence_end: ([\d.]+)/.exec(line);
+      const last = out.at(-1);
+      if (end && last) last.end = Number(end[1]);
+    }
+    return out;
   });
 }
 
