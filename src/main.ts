@@ -4,6 +4,9 @@ import { ConfigError, loadConfig } from './config/config.js';
 import { chooseLogFormat, prettyLogStream } from './http/log-format.js';
 import { localUrl, removeServerFile, writeServerFile } from './http/server-file.js';
 
+/** Set once a signal asked the service to stop: start-up steps still running then fail harmlessly. */
+let closing = false;
+
 async function main(): Promise<void> {
   let config;
   try {
@@ -21,7 +24,6 @@ async function main(): Promise<void> {
     pretty ? { logger: { stream: await prettyLogStream(process.stdout.isTTY) } } : {},
   );
   const log = app.http.log;
-  let closing = false;
   const shutdown = (signal: string) => {
     if (closing) return;
     closing = true;
@@ -44,6 +46,11 @@ async function main(): Promise<void> {
     app.rescanModels().catch((err: unknown) => log.error({ err }, 'rescanning MODELS_DIR failed'));
   });
 
+  // The first-run account exists before the service answers: a healthy /healthz means it is there.
+  const first =
+    config.firstRunAccount && config.bootstrapApiKey === undefined
+      ? await app.services.accounts.createFirstAccount()
+      : undefined;
   await app.http.listen({ host: config.host, port: config.port });
   // The operator CLI finds this server (and a generated admin token) through server.json.
   const address = app.http.server.address();
@@ -55,10 +62,6 @@ async function main(): Promise<void> {
       startedAt: new Date().toISOString(),
     });
   }
-  const first =
-    config.firstRunAccount && config.bootstrapApiKey === undefined
-      ? await app.services.accounts.createFirstAccount()
-      : undefined;
   if (first !== undefined) {
     // Once, on stdout whatever the log format: the key is never stored in plain or shown again.
     console.log(firstRunBanner(config.publicUrl, first.account.name, first.key));
@@ -102,6 +105,8 @@ function explain(err: unknown): string {
 }
 
 main().catch((err: unknown) => {
+  // Stopped while starting: the shutdown closed what a start-up step was using, and exits itself.
+  if (closing) return;
   // Start-up failures (a held DATA_DIR, an unreachable Redis or bucket, …) are the operator's to fix:
   // say what is wrong in words; the stack only helps at LOG_LEVEL=debug.
   console.error(`voicegen could not start: ${explain(err)}`);
