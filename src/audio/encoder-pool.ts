@@ -139,6 +139,8 @@ class Slot {
   readonly streams = new Map<number, Stream>();
   readonly worker: Worker;
   readonly exited: Promise<void>;
+  /** What made the worker stop, when it threw (kept as the cause of the streams' failure). */
+  crash: unknown;
 
   constructor(
     url: URL,
@@ -156,8 +158,11 @@ class Slot {
       }
       this.streams.get(reply.id)?.settle(reply);
     });
-    // Without an 'error' listener a worker exception would be rethrown in the main thread.
-    this.worker.on('error', () => undefined);
+    // Without an 'error' listener a worker exception would be rethrown in the main thread; it is
+    // kept instead, so the failure it causes names it.
+    this.worker.on('error', (err) => {
+      this.crash = err;
+    });
     this.exited = new Promise((resolve) =>
       this.worker.once('exit', () => {
         onExit(this);
@@ -241,7 +246,9 @@ class WorkerEncoderPool implements EncoderPool {
     slot.failAll(
       this.closed
         ? new Error('encoder pool closed')
-        : new AppError('TTS_GENERATE_FAILED', 'MP3 encoder worker stopped unexpectedly'),
+        : new AppError('TTS_GENERATE_FAILED', 'MP3 encoder worker stopped unexpectedly', {
+            cause: slot.crash,
+          }),
     );
     const i = this.slots.indexOf(slot);
     if (i < 0) return;
