@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, truncateSync, unlinkSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs } from './helpers/audio-check.js';
+import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs, toneHz } from './helpers/audio-check.js';
 import { bearer, createVoice, startTestApp, type TestApp } from './helpers/test-app.js';
 import { makeTinyModel, TINY_FAMILIES, TINY_MODEL_AUDIO, type TinyFamily } from './helpers/tiny-models.js';
 import { makeTinyVits } from './helpers/tiny-vits.js';
@@ -31,17 +31,6 @@ interface Voice {
 
 const FAMILY_NAMES: Record<TinyFamily, string> = { kokoro: 'Kokoro', kitten: 'Kitten', matcha: 'Matcha' };
 const DECODE_RATE = 44_100;
-
-/** The tone's frequency over the middle `seconds` of `pcm`, from its zero crossings. */
-function toneHz(pcm: Int16Array, seconds = 0.2): number {
-  const half = Math.floor((seconds * DECODE_RATE) / 2);
-  const mid = Math.floor(pcm.length / 2);
-  let crossings = 0;
-  for (let i = mid - half + 1; i < mid + half; i++) {
-    if ((pcm[i - 1] ?? 0) < 0 !== (pcm[i] ?? 0) < 0) crossings++;
-  }
-  return crossings / 2 / seconds;
-}
 
 describe('neural voices of the Kokoro, Kitten and Matcha layouts (sherpa-onnx)', () => {
   let t: TestApp;

@@ -10,22 +10,11 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { encodePiece } from '../src/audio/continuous-encoder.js';
 import { floatToPcm } from '../src/audio/pcm.js';
-import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs } from './helpers/audio-check.js';
+import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs, toneHz } from './helpers/audio-check.js';
 import { bearer, createVoice, startTestApp, type TestApp } from './helpers/test-app.js';
 import { makeTinyModel, makeTinyZipvoice, TINY_ZIPVOICE_AUDIO } from './helpers/tiny-models.js';
 
 const DECODE_RATE = 44_100;
-
-/** The tone's frequency over the middle `seconds` of `pcm`, from its zero crossings. */
-function toneHz(pcm: Int16Array, seconds = 0.2): number {
-  const half = Math.floor((seconds * DECODE_RATE) / 2);
-  const mid = Math.floor(pcm.length / 2);
-  let crossings = 0;
-  for (let i = mid - half + 1; i < mid + half; i++) {
-    if ((pcm[i - 1] ?? 0) < 0 !== (pcm[i] ?? 0) < 0) crossings++;
-  }
-  return crossings / 2 / seconds;
-}
 
 /** `seconds` of a tone of `hz` at `rate`, amplitude 0.3. */
 function tone(hz: number, seconds: number, rate: number): Float32Array {

@@ -9,6 +9,7 @@
  * - `rmsWindows(pcm, n)`     → dBFS of consecutive windows of n samples
  * - `silentRuns(pcm, n, db)` → runs of consecutive windows quieter than `db`, in samples
  * - `ebur128(bytes)`         → integrated loudness (LUFS) and true peak (dBTP), ffmpeg's ebur128 filter
+ * - `toneHz(pcm, s, rate)`  → frequency of a tone over the middle s seconds, from zero crossings
  * - `silenceDetect(bytes, d)` → silences of at least d seconds at −50 dBFS, ffmpeg's silencedetect
  *
  * Every function takes the audio as bytes; temporary files are removed before it returns.
@@ -206,4 +207,15 @@ export function silentRuns(pcm: Int16Array, windowSamples: number, thresholdDb: 
     } else open = undefined;
   });
   return runs;
+}
+
+/** The frequency of a tone over the middle `seconds` of `pcm` (at `sampleRate`), from its zero crossings. */
+export function toneHz(pcm: Int16Array, seconds = 0.2, sampleRate = 44_100): number {
+  const half = Math.floor((seconds * sampleRate) / 2);
+  const mid = Math.floor(pcm.length / 2);
+  let crossings = 0;
+  for (let i = mid - half + 1; i < mid + half; i++) {
+    if ((pcm[i - 1] ?? 0) < 0 !== (pcm[i] ?? 0) < 0) crossings++;
+  }
+  return crossings / 2 / seconds;
 }
