@@ -315,6 +315,8 @@ function openEngines(config: AppConfig, http: FastifyInstance, lame: LameBuild, 
   });
   const encoders = createEncoderPool({
     lame,
+    // A lost worker costs its streams (an unanswered one moves to the replacement): say why.
+    onWorkerCrash: (err) => http.log.error({ err }, 'an MP3 encoder worker stopped unexpectedly'),
     ...(config.encoderThreads !== undefined ? { size: config.encoderThreads } : {}),
   });
   // Every model folder is reported at start, one line each: a broken one is unavailable, never fatal.

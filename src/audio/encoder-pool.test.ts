@@ -136,6 +136,8 @@ for (const lame of builds) {
 
     it('rejects the pending call of a dead worker instead of hanging, then recovers', async () => {
       const victims = [pool.open(), pool.open()];
+      // Answered once, their encoders hold state that dies with the worker: they cannot move.
+      for (const v of victims) await v.encode(signal(4410));
       // 30 s of PCM keeps the worker busy well past the terminate() below.
       const pending = victims.map((v) =>
         assert.rejects(
@@ -151,6 +153,33 @@ for (const lame of builds) {
       );
       const fresh = await encodeChunked(pool.open(), signal(44100), [11520]);
       assert.equal(await ffmpegErrors(fresh), '');
+    });
+
+    it('moves a stream its lost worker never answered to the replacement, once', async () => {
+      const pcm = signal(44100 * 20);
+      const expected = await encodeChunked(pool.open(), pcm, [pcm.length]);
+      const crashes: unknown[] = [];
+      const watched = createEncoderPool({ size: 1, lame, onWorkerCrash: (err) => crashes.push(err) });
+      try {
+        // Opened, its first call sent, its worker killed before the answer: the same bytes anyway.
+        const moved = watched.open();
+        const first = moved.encode(pcm.slice());
+        await watched.terminateWorkers();
+        const bytes = Buffer.concat([await first, await moved.finish()]);
+        assert.ok(Buffer.from(expected).equals(bytes), 'the moved stream encodes as if nothing happened');
+        assert.equal(crashes.length, 1, 'the lost worker is reported');
+
+        // A stream whose worker is lost a second time fails: a call that kills workers stops there.
+        const unlucky = watched.open();
+        const call = unlucky.encode(pcm.slice());
+        await watched.terminateWorkers();
+        await watched.terminateWorkers();
+        await assert.rejects(call, (err) => isAppError(err) && err.code === 'TTS_GENERATE_FAILED');
+        assert.equal(crashes.length, 3);
+        assert.equal(watched.openStreams, 0);
+      } finally {
+        await watched.close();
+      }
     });
   });
 }

@@ -2,8 +2,10 @@
  * MP3 encoding off the main thread: a few worker_threads, each hosting many LAME instances (the
  * native addon over Debian's libmp3lame when it loads, else the wasm build: same bytes).
  * Each `Mp3Encoder` is one continuous output stream (320 kbps CBR, 44.1 kHz stereo, untagged) and
- * allows one call in flight, so awaiting each call is the backpressure. A worker that dies rejects
- * its streams' pending calls and is replaced; other streams are unaffected.
+ * allows one call in flight, so awaiting each call is the backpressure. A worker that dies is
+ * replaced: a stream it had not answered yet holds no encoder state, so it moves to the
+ * replacement once, with its first call; the other streams' pending calls reject (their LAME state
+ * is gone). Other workers' streams are unaffected.
  */
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
@@ -32,6 +34,8 @@ export interface EncoderPoolOptions {
   size?: number;
   /** LAME build (`MP3_ENCODER`): default `auto`, the native addon when it loads, else wasm. */
   lame?: LameChoice;
+  /** Told when a worker stops on its own (what it threw, if anything): the service logs it. */
+  onWorkerCrash?: (err: unknown) => void;
 }
 
 /** A pool of encoder workers; `open()` assigns a new stream to the least-loaded worker. */
@@ -60,12 +64,15 @@ export function createEncoderPool(options: EncoderPoolOptions = {}): EncoderPool
   return new WorkerEncoderPool(
     options.size ?? Math.min(2, availableParallelism()),
     resolveLameBuild(options.lame ?? 'auto'),
+    options.onWorkerCrash,
   );
 }
 
 interface Pending {
   resolve(mp3: Uint8Array): void;
   reject(err: Error): void;
+  /** The request, kept while the stream has had no answer, so a replacement worker can take it. */
+  replay?: EncoderRequest;
 }
 
 type StreamState = 'open' | 'closed' | { failed: Error };
@@ -73,18 +80,24 @@ type StreamState = 'open' | 'closed' | { failed: Error };
 class Stream implements Mp3Encoder {
   state: StreamState = 'open';
   pending: Pending | undefined;
+  /** No answer yet: the worker holds no state of this stream, which can still move to another one. */
+  unanswered = true;
+  /** Moved once already: a second lost worker fails it (a request that kills workers stops there). */
+  moved = false;
 
   constructor(
     readonly id: number,
-    private readonly slot: Slot,
+    public slot: Slot,
   ) {}
 
   encode(pcm: Int16Array): Promise<Uint8Array> {
     // Transfer when the array owns its buffer; copy a view so the caller's other data survives.
+    // Before the first answer the request is sent as a copy, and kept, in case the worker is lost.
     const owned =
       pcm.byteOffset === 0 && pcm.byteLength === pcm.buffer.byteLength && pcm.buffer instanceof ArrayBuffer;
     const data = owned ? pcm : pcm.slice();
-    return this.call({ op: 'encode', id: this.id, pcm: data }, [data.buffer as ArrayBuffer]);
+    const transfer = this.unanswered ? [] : [data.buffer as ArrayBuffer];
+    return this.call({ op: 'encode', id: this.id, pcm: data }, transfer);
   }
 
   finish(): Promise<Uint8Array> {
@@ -109,6 +122,7 @@ class Stream implements Mp3Encoder {
   settle(reply: EncoderReply): void {
     const p = this.pending;
     this.pending = undefined;
+    this.unanswered = false;
     if (reply.ok) {
       if (this.state === 'closed') this.slot.streams.delete(this.id);
       p?.resolve(reply.mp3);
@@ -127,7 +141,7 @@ class Stream implements Mp3Encoder {
       return Promise.reject(new Error('MP3 encoder is already finished or aborted'));
     if (this.pending !== undefined) return Promise.reject(new Error('MP3 encoder allows one call in flight'));
     return new Promise<Uint8Array>((resolve, reject) => {
-      this.pending = { resolve, reject };
+      this.pending = this.unanswered ? { resolve, reject, replay: req } : { resolve, reject };
       this.slot.post(req, transfer);
       if (last) this.state = 'closed';
     });
@@ -141,6 +155,8 @@ class Slot {
   readonly exited: Promise<void>;
   /** What made the worker stop, when it threw (kept as the cause of the streams' failure). */
   crash: unknown;
+  /** The worker's exit code, once it has stopped. */
+  exitCode: number | undefined;
 
   constructor(
     url: URL,
@@ -164,7 +180,8 @@ class Slot {
       this.crash = err;
     });
     this.exited = new Promise((resolve) =>
-      this.worker.once('exit', () => {
+      this.worker.once('exit', (code: number) => {
+        this.exitCode = code;
         onExit(this);
         resolve();
       }),
@@ -195,6 +212,7 @@ class WorkerEncoderPool implements EncoderPool {
   constructor(
     readonly size: number,
     readonly lame: LameBuild,
+    private readonly onWorkerCrash: ((err: unknown) => void) | undefined,
   ) {
     if (!Number.isInteger(size) || size < 1)
       throw new RangeError(`encoder pool size must be a positive integer, got ${size}`);
@@ -207,16 +225,7 @@ class WorkerEncoderPool implements EncoderPool {
 
   open(options: { interactive?: boolean } = {}): Mp3Encoder {
     if (this.closed) throw new Error('encoder pool is closed');
-    const interactive = options.interactive === true;
-    if (!this.slots.some((s) => s.interactive === interactive)) {
-      for (let i = 0; i < (interactive ? 1 : this.size); i++) this.slots.push(this.spawn(interactive));
-    }
-    let slot: Slot | undefined;
-    for (const s of this.slots) {
-      if (s.interactive === interactive && (slot === undefined || s.streams.size < slot.streams.size))
-        slot = s;
-    }
-    if (slot === undefined) throw new Error('encoder pool has no workers');
+    const slot = this.pick(options.interactive === true);
     const stream = new Stream(this.nextId++, slot);
     slot.streams.set(stream.id, stream);
     slot.post({ op: 'open', id: stream.id }, []);
@@ -238,21 +247,48 @@ class WorkerEncoderPool implements EncoderPool {
     await this.terminateWorkers();
   }
 
+  /** The least-loaded worker of the kind, starting the kind's workers when they are not there. */
+  private pick(interactive: boolean): Slot {
+    const want = interactive ? 1 : this.size;
+    let have = this.slots.filter((s) => s.interactive === interactive).length;
+    for (; have < want; have++) this.slots.push(this.spawn(interactive));
+    let slot: Slot | undefined;
+    for (const s of this.slots) {
+      if (s.interactive === interactive && (slot === undefined || s.streams.size < slot.streams.size))
+        slot = s;
+    }
+    if (slot === undefined) throw new Error('encoder pool has no workers');
+    return slot;
+  }
+
   private spawn(interactive: boolean): Slot {
     return new Slot(this.url, (slot) => this.onExit(slot), this.encoded, interactive, this.lame);
   }
 
   private onExit(slot: Slot): void {
-    slot.failAll(
-      this.closed
-        ? new Error('encoder pool closed')
-        : new AppError('TTS_GENERATE_FAILED', 'MP3 encoder worker stopped unexpectedly', {
-            cause: slot.crash,
-          }),
-    );
     const i = this.slots.indexOf(slot);
-    if (i < 0) return;
-    if (this.closed) this.slots.splice(i, 1);
-    else this.slots[i] = this.spawn(slot.interactive);
+    if (i >= 0) this.slots.splice(i, 1);
+    if (this.closed) {
+      slot.failAll(new Error('encoder pool closed'));
+      return;
+    }
+    this.onWorkerCrash?.(slot.crash ?? new Error(`MP3 encoder worker exited with code ${slot.exitCode}`));
+    const movable = [...slot.streams.values()].filter((s) => s.unanswered && !s.moved);
+    for (const s of movable) slot.streams.delete(s.id);
+    slot.failAll(
+      new AppError('TTS_GENERATE_FAILED', 'MP3 encoder worker stopped unexpectedly', { cause: slot.crash }),
+    );
+    // Workers of the kind start again on the next open; the streams moved here start them now.
+    for (const s of movable) this.move(s, this.pick(slot.interactive));
+  }
+
+  /** Gives an unanswered stream to another worker: its open again, then its first call, if sent. */
+  private move(stream: Stream, to: Slot): void {
+    stream.moved = true;
+    stream.slot = to;
+    to.streams.set(stream.id, stream);
+    to.post({ op: 'open', id: stream.id }, []);
+    const replay = stream.pending?.replay;
+    if (replay !== undefined) to.post(replay, []);
   }
 }

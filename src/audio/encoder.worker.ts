@@ -36,7 +36,8 @@ function reply(msg: EncoderReply): void {
 async function handle(req: EncoderRequest): Promise<void> {
   switch (req.op) {
     case 'open': {
-      const lame = openLameStream(build);
+      // An open that throws at once (the addon refusing) fails this stream, never the worker.
+      const lame = Promise.resolve().then(() => openLameStream(build));
       // A failed open is reported by the next encode/finish that awaits it, not as an unhandled rejection.
       lame.catch(() => undefined);
       instances.set(req.id, lame);
@@ -92,7 +93,10 @@ function drain(): void {
     draining = false;
     return;
   }
-  void handle(req);
+  // A request that fails unexpectedly fails its own stream; the worker and its other streams go on.
+  handle(req).catch((err: unknown) =>
+    reply({ id: req.id, ok: false, error: err instanceof Error ? err.message : String(err) }),
+  );
   setImmediate(drain);
 }
 port.on('message', (req: EncoderRequest) => {
