@@ -14,51 +14,19 @@
 import { availableParallelism, cpus } from 'node:os';
 import { encodePiece } from '../src/audio/continuous-encoder.js';
 import { createEncoderPool } from '../src/audio/encoder-pool.js';
-import type { SynthesisRequest } from '../src/audio/engines/engine.js';
 import { createEspeakEngine } from '../src/audio/engines/espeak.engine.js';
 import { resolveLameBuild } from '../src/audio/lame-stream.js';
-import { CANONICAL_RATE } from '../src/audio/pcm.js';
-import { chunks, drain, median, PARAGRAPH, synthesize, timed, type Timing } from './lib/audio.js';
+import { drain, median, PARAGRAPH, timed, type Timing } from './lib/audio.js';
 import { report, runBench } from './lib/server.js';
-
-const request: SynthesisRequest = {
-  text: PARAGRAPH,
-  voice: { engine: 'espeak', voice: 'en-us' },
-  speechRate: 1,
-};
+import { measureStageCosts, STAGE_REQUEST, stageLimit } from './lib/stage-costs.js';
 
 async function main(): Promise<number> {
   const runs = Number(process.argv[2] ?? 5);
   const cores = availableParallelism();
 
   // 1. Stage costs, one thread each.
-  const engine = createEspeakEngine({ threads: 1 });
-  const pool = createEncoderPool({ size: 1 });
-  let audioSeconds = 0;
-  const synth: Timing[] = [];
-  const encode: Timing[] = [];
-  const single: Timing[] = [];
-  try {
-    const pcm = await synthesize(engine, request); // warm-up: threads start, wasm compiles
-    await drain(encodePiece(chunks(pcm), pool.open()));
-    audioSeconds = pcm.length / CANONICAL_RATE;
-    for (let i = 0; i < runs; i++)
-      synth.push(await timed(async () => void (await synthesize(engine, request))));
-    for (let i = 0; i < runs; i++)
-      encode.push(await timed(async () => void (await drain(encodePiece(chunks(pcm), pool.open())))));
-    for (let i = 0; i < runs; i++)
-      single.push(
-        await timed(
-          async () =>
-            void (await drain(
-              encodePiece(engine.synthesize(request, new AbortController().signal), pool.open()),
-            )),
-        ),
-      );
-  } finally {
-    await pool.close();
-    await engine.close();
-  }
+  const costs = await measureStageCosts(runs);
+  const { audioSeconds, synthCost, encodeCost } = costs;
   const lame = resolveLameBuild('auto');
 
   // 2. All cores: one synthesis thread and one encoder worker per core, 4 streams per core.
@@ -70,7 +38,7 @@ async function main(): Promise<number> {
     const everyStream = () =>
       Promise.all(
         Array.from({ length: streams }, () =>
-          drain(encodePiece(wide.synthesize(request, new AbortController().signal), widePool.open())),
+          drain(encodePiece(wide.synthesize(STAGE_REQUEST, new AbortController().signal), widePool.open())),
         ),
       );
     await everyStream(); // warm-up: every thread started
@@ -81,12 +49,9 @@ async function main(): Promise<number> {
     await wide.close();
   }
 
-  const cpuPerAudioSecond = (t: Timing[]) => median(t.map((x) => x.cpu)) / audioSeconds;
-  const synthCost = cpuPerAudioSecond(synth);
-  const encodeCost = cpuPerAudioSecond(encode);
-  const limit = cores / (synthCost + encodeCost);
+  const limit = stageLimit(costs, cores);
   const measured = (streams * audioSeconds) / median(allCores.map((x) => x.wall));
-  const singleWall = median(single.map((x) => x.wall));
+  const singleWall = costs.singleWall;
   console.log(
     `Machine: ${cpus()[0]?.model ?? 'unknown CPU'}, ${cores} cores, Node ${process.version}; ${lame} LAME`,
   );
@@ -96,7 +61,7 @@ async function main(): Promise<number> {
   console.log(
     `stage costs: synthesis + resampling ${(synthCost * 1000).toFixed(2)} ms CPU per audio-second (${(1 / synthCost).toFixed(0)}× realtime per CPU-s), ` +
       `encoding ${(encodeCost * 1000).toFixed(2)} ms (${(1 / encodeCost).toFixed(0)}×); ` +
-      `one stream end to end ${(audioSeconds / singleWall).toFixed(0)}× realtime (wall), ${(audioSeconds / median(single.map((x) => x.cpu))).toFixed(0)}× per CPU-s`,
+      `one stream end to end ${(audioSeconds / singleWall).toFixed(0)}× realtime (wall), ${(audioSeconds / costs.singleCpu).toFixed(0)}× per CPU-s`,
   );
   console.log(
     `all cores: ${streams} streams at once → ${measured.toFixed(0)} s of audio per second; limit from the stage costs ${limit.toFixed(0)} s/s`,

@@ -12,6 +12,16 @@ export function serverCpus(): string | undefined {
   return process.env.SERVER_CPUS || undefined;
 }
 
+/** How many cores the server side may use: those of SERVER_CPUS ("1", "0,2", "1-3"), else all. */
+export function serverCoreCount(): number {
+  const cpus = serverCpus();
+  if (cpus === undefined) return availableParallelism();
+  return cpus.split(',').reduce((sum, part) => {
+    const [from, to] = part.split('-').map(Number);
+    return sum + (to === undefined ? 1 : (to ?? 0) - (from ?? 0) + 1);
+  }, 0);
+}
+
 /** The cores of the client side (CLIENT_CPUS), if pinned. */
 export function clientCpus(): string | undefined {
   return process.env.CLIENT_CPUS || undefined;
