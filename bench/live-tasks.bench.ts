@@ -8,7 +8,8 @@
  * moment its buffer is empty while the stream has not ended. A burst passes when every task is
  * `processing` within 1 s, first byte p99 ≤ 1 s and there is no underrun.
  * The reference, measured in the same run: the stage-cost limit (bench:pipeline's), the real-time
- * streams the server's cores can synthesise and encode. Bursts search the largest N that passes,
+ * streams the server's cores can synthesise and encode; the tasks' voice is bound to the engine
+ * and voice those costs are measured with. Bursts search the largest N that passes,
  * from 0.4× that limit (the target) up or down by a quarter; the server and this client run on
  * separate cores. Prints every burst, the largest passing N and its ratio to the limit; exits 1
  * below 0.4×.
@@ -30,7 +31,7 @@ import {
   startServer,
   type BenchServer,
 } from './lib/server.js';
-import { measureStageCosts, stageLimit } from './lib/stage-costs.js';
+import { measureStageCosts, STAGE_REQUEST, stageLimit } from './lib/stage-costs.js';
 
 const SECONDS = Number(process.env.SECONDS ?? 30);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
@@ -140,7 +141,14 @@ async function openAccount(server: BenchServer, name: string): Promise<Account> 
     api<T>(server, method, path, body, ADMIN_TOKEN);
   await admin('POST', '/admin/accounts', { name });
   const { key } = await admin<{ key: string }>('POST', `/admin/accounts/${name}/keys`);
-  const voice = await api<{ id: string }>(server, 'POST', '/api/voice', { name: 'narrator' }, key);
+  // The engine of the reference's stage costs, so the burst and its limit cost the same per second.
+  const voice = await api<{ id: string }>(
+    server,
+    'POST',
+    '/api/voice',
+    { name: 'narrator', engine: STAGE_REQUEST.voice },
+    key,
+  );
   const started = new Map<string, number>();
   let stopped = false;
   let polling: Promise<void> | undefined;

@@ -12,7 +12,11 @@ import { tightenDataDir } from './common/owner-only.js';
 import { AdminService } from './admin/admin-service.js';
 import { createEncoderPool, type EncoderPool } from './audio/encoder-pool.js';
 import { resolveLameBuild, type LameBuild } from './audio/lame-stream.js';
-import { createEngineRegistry, type EngineRegistry } from './audio/engines/engine-registry.js';
+import {
+  createEngineRegistry,
+  type EngineRegistry,
+  type VoiceBinding,
+} from './audio/engines/engine-registry.js';
 import { localModelOperations } from './audio/engines/neural-install.js';
 import type { EngineInfo } from './audio/engines/provider.js';
 import type { AppConfig } from './config/config.js';
@@ -71,6 +75,13 @@ export interface AppOptions {
   pgliteTemplate?: Blob | undefined;
   /** Logger option of createHttpServer (tests pass `{ stream }` to capture lines); defaults to pino at config.logLevel. */
   logger?: Parameters<typeof createHttpServer>[1];
+  /**
+   * The database, already being opened by `openDatabaseFor(config)`: an entry point starts it before
+   * it loads this module, so the database opens (in its own thread) while the service's code loads.
+   */
+  database?: Promise<DatabaseHandle> | undefined;
+  /** A voice whose first request should find its threads started: they start while storage opens. */
+  warmUp?: VoiceBinding | undefined;
 }
 
 export interface Services {
@@ -144,14 +155,25 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
   // Before anything is opened: MP3_ENCODER=native without the addon is a start error.
   const lame = resolveLameBuild(config.mp3Encoder);
   const http = createHttpServer(config, options.logger);
-  const adapters = await openStorage(config, http, options);
-  const opened: Opened = {};
+  // The engines exist while storage opens, so a warm-up (options.warmUp) overlaps the database's start.
+  const storage: { blobs?: BlobStore } = {};
+  const engines = openEngines(config, http, lame, () => {
+    if (storage.blobs === undefined) throw new Error('the blob store is not open yet');
+    return storage.blobs;
+  });
+  const warming = options.warmUp === undefined ? undefined : warmUp(engines, options.warmUp);
+  const adapters = await openStorage(config, http, options).catch(async (err: unknown) => {
+    await warming;
+    await closeEngines(engines);
+    throw err;
+  });
+  storage.blobs = adapters.blobs;
+  const opened: Opened = { engines };
   const close = (): Promise<void> => closeApp(http, adapters, opened);
   try {
+    await warming;
     // Before any route: its hooks measure every request.
     const metrics = serviceMetrics(http);
-    const engines = openEngines(config, http, lame, adapters.blobs);
-    opened.engines = engines;
     await engines.rescanModels();
     const routes = collectRoutes(http);
     useDocumentingSchemas(http);
@@ -214,10 +236,39 @@ async function closeApp(http: FastifyInstance, adapters: Adapters, opened: Opene
   force.unref();
   await http.close().finally(() => clearTimeout(force));
   await opened.runner?.stop();
-  await opened.engines?.requestParser.close();
-  await opened.engines?.synthesis.close();
-  await opened.engines?.encoders.close();
+  if (opened.engines !== undefined) await closeEngines(opened.engines);
   await adapters.close();
+}
+
+async function closeEngines(engines: Engines): Promise<void> {
+  await engines.requestParser.close();
+  await engines.synthesis.close();
+  await engines.encoders.close();
+}
+
+/**
+ * Starts what a first request in `binding`'s voice needs (its engine's interactive synthesis
+ * thread, the interactive MP3 encoder, the engine catalogue) by a tiny synthesis whose audio is
+ * dropped.
+ * Best effort: a failure here is the first request's to report.
+ */
+async function warmUp(engines: Engines, binding: VoiceBinding): Promise<void> {
+  // The catalogue too: a client naming a voice by engine and voice lists it first.
+  const catalogue = engines.synthesis.engines().catch(() => undefined);
+  const encoder = engines.encoders.open({ interactive: true });
+  const signal = AbortSignal.timeout(10_000);
+  try {
+    const request = { text: 'Hi.', voice: binding, speechRate: 1, interactive: true };
+    for await (const pcm of engines.synthesis.engineFor(binding).synthesize(request, signal)) {
+      await encoder.encode(pcm.slice(0, 1152));
+      break;
+    }
+  } catch {
+    // The first real request reports what is wrong with the voice.
+  } finally {
+    encoder.abort();
+    await catalogue;
+  }
 }
 
 // ---- storage -----------------------------------------------------------------------------------
@@ -226,6 +277,7 @@ async function closeApp(http: FastifyInstance, adapters: Adapters, opened: Opene
 async function openStorage(config: AppConfig, http: FastifyInstance, options: AppOptions): Promise<Adapters> {
   const adapters = await openAdapters(config, {
     pgliteTemplate: options.pgliteTemplate,
+    database: options.database,
     onBackgroundError: (err) => http.log.warn({ err }, 'background connection error (retried)'),
   });
   // Once the database exists (a new one included): an install made readable to others becomes
@@ -304,13 +356,18 @@ interface Engines {
   rescanModels: () => Promise<EngineInfo[]>;
 }
 
-function openEngines(config: AppConfig, http: FastifyInstance, lame: LameBuild, blobs: BlobStore): Engines {
+function openEngines(
+  config: AppConfig,
+  http: FastifyInstance,
+  lame: LameBuild,
+  blobs: () => BlobStore,
+): Engines {
   const synthesis = createEngineRegistry({
     remoteEndpoints: config.remoteEngines,
     timeouts: config.engineTimeouts,
     neural: config.neural,
     // Voices' reference clips are kept beside the voice in the blob store (shared in scale-out).
-    referenceClips: { read: async (key) => Buffer.concat(await blobs.read(key).toArray()) },
+    referenceClips: { read: async (key) => Buffer.concat(await blobs().read(key).toArray()) },
     ...(config.synthesisThreads !== undefined && { synthesisThreads: config.synthesisThreads }),
   });
   const encoders = createEncoderPool({

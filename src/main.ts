@@ -1,5 +1,5 @@
 /** Service entry point: validated config → app → listen; graceful shutdown on SIGINT/SIGTERM; SIGHUP rescans MODELS_DIR. */
-import { buildApp } from './app.js';
+import { openDatabaseFor } from './adapters.js';
 import { ConfigError, loadConfig } from './config/config.js';
 import { chooseLogFormat, prettyLogStream } from './http/log-format.js';
 import { localUrl, removeServerFile, writeServerFile } from './http/server-file.js';
@@ -19,10 +19,15 @@ async function main(): Promise<void> {
     throw err;
   }
   const pretty = chooseLogFormat(config.logFormat, process.stdout.isTTY) === 'pretty';
-  const app = await buildApp(
-    config,
-    pretty ? { logger: { stream: await prettyLogStream(process.stdout.isTTY) } } : {},
-  );
+  // The database opens in its own thread while the rest of the service loads here; buildApp
+  // awaits it (and reports its failure).
+  const database = openDatabaseFor(config);
+  database.catch(() => undefined);
+  const { buildApp } = await import('./app.js');
+  const app = await buildApp(config, {
+    database,
+    ...(pretty && { logger: { stream: await prettyLogStream(process.stdout.isTTY) } }),
+  });
   const log = app.http.log;
   const shutdown = (signal: string) => {
     if (closing) return;

@@ -465,7 +465,10 @@ program
           ? `voicegen: using the server at ${server}`
           : 'voicegen: synthesising in this process (its own engines and a temporary database; --url for a server)',
       );
-      const target = server !== undefined ? remoteTarget(server, opts.key ?? '') : await inProcessTarget();
+      const target =
+        server !== undefined
+          ? remoteTarget(server, opts.key ?? '')
+          : await inProcessTarget(splitter === undefined ? opts.voice : undefined);
       const bar = await progressBar(
         opts.json,
         'pieces {bar} {value}/{total} | {audio} s of audio | {speed} audio-s per wall-s',

@@ -87,7 +87,7 @@ async function viaDatabase(config: AppConfig, createDataDir: boolean): Promise<O
   }
   const handle = await openDatabase({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
   const accounts = new AccountService(new SqlAccountStore(handle.db));
-  const blobs = blobStoreFor(config);
+  const blobs = await blobStoreFor(config);
   // Imports validate bindings against the engines the server would speak them with.
   const engines = createEngineRegistry({
     remoteEndpoints: config.remoteEngines,

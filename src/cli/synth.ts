@@ -16,6 +16,8 @@ import { watchTask } from './tasks.js';
 /** Where synthesis runs: an API to call, and what to release afterwards. */
 export interface SynthTarget {
   call: ApiCall;
+  /** How often the task is read while it is generated: a server over the network is asked less often. */
+  pollMs: number;
   close(): Promise<void>;
 }
 
@@ -125,7 +127,7 @@ export async function synthesize(
   const finished = await watchTask(
     call,
     task.id,
-    { timeoutSeconds: request.timeoutSeconds, intervalMs: 200 },
+    { timeoutSeconds: request.timeoutSeconds, intervalMs: target.pollMs },
     ({ piecesDone, pieces, audioSeconds }) =>
       onProgress({ piecesDone, pieces, audioSeconds, wallSeconds: (performance.now() - started) / 1000 }),
   );
@@ -171,6 +173,7 @@ export function remoteTarget(url: string, key: string): SynthTarget {
       }
       return { status: response.status, body: Buffer.from(await response.arrayBuffer()) };
     },
+    pollMs: 200,
     close: async () => undefined,
   };
 }
@@ -179,10 +182,10 @@ export function remoteTarget(url: string, key: string): SynthTarget {
  * The service itself in this process, on the embedded defaults and a temporary DATA_DIR (removed
  * afterwards), with one account: nothing listens, requests go through Fastify's inject.
  */
-export async function inProcessTarget(): Promise<SynthTarget> {
+export async function inProcessTarget(voice?: string): Promise<SynthTarget> {
   // Loaded here: a remote synth never pays for the engine, the database and the workers.
-  const [{ buildApp }, { loadConfig }] = await Promise.all([
-    import('../app.js'),
+  const [{ openDatabaseFor }, { loadConfig }] = await Promise.all([
+    import('../adapters.js'),
     import('../config/config.js'),
   ]);
   const dataDir = await mkdtemp(join(tmpdir(), 'voicegen-synth-'));
@@ -200,7 +203,17 @@ export async function inProcessTarget(): Promise<SynthTarget> {
     LOG_LEVEL: 'silent',
     RATE_LIMIT_MAX: '1000000',
   });
-  const app = await buildApp(config, { logger: false }).catch(async (err: unknown) => {
+  // The database opens in its own thread while the service's code loads; in memory, as nothing of
+  // it outlives this command.
+  const database = openDatabaseFor(config, { inMemory: true });
+  database.catch(() => undefined);
+  const { buildApp } = await import('../app.js');
+  // The voice's threads start while the database opens (a spec's engine and voice; an id is looked up later).
+  const spec = voice === undefined ? undefined : parseVoiceSpec(voice);
+  const { voiceBindingSchema } = await import('../audio/engines/engine-registry.js');
+  const binding = voiceBindingSchema.safeParse({ engine: spec?.engine, voice: spec?.voice });
+  const warmUp = binding.success ? binding.data : undefined;
+  const app = await buildApp(config, { logger: false, database, warmUp }).catch(async (err: unknown) => {
     await rm(dataDir, { recursive: true, force: true });
     throw err;
   });
@@ -216,6 +229,8 @@ export async function inProcessTarget(): Promise<SynthTarget> {
       });
       return { status: res.statusCode, body: res.rawPayload };
     },
+    // A read in this process costs a fraction of a millisecond: the file is written as soon as the task is done.
+    pollMs: 20,
     close: async () => {
       await app.close();
       await rm(dataDir, { recursive: true, force: true });

@@ -7,7 +7,7 @@
  */
 import { createReadStream, existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { access, mkdir, readdir, rename, rm, rmdir } from 'node:fs/promises';
+import { access, mkdir, readdir, readFile, rename, rm, rmdir } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -40,6 +40,12 @@ export interface PgliteDatabaseOptions {
   template?: Blob | File | undefined;
   /** The page cache (PostgreSQL shared_buffers) in MiB; PostgreSQL touches all of it at start (default 16). */
   cacheMb?: number | undefined;
+  /**
+   * Keep the database in memory, started from the template, and lose it on close: for a process
+   * whose data is thrown away afterwards (the CLI's in-process synthesis), which then writes no
+   * database files at all. DATA_DIR is still locked (its blobs are on disk).
+   */
+  inMemory?: boolean | undefined;
 }
 
 /**
@@ -115,7 +121,9 @@ class PgliteWorkerClient implements StatementRunner {
   }
 
   /** Starts the worker on `data` and resolves once the database is open (rejects with why it is not). */
-  static async start(options: Pick<PgliteWorkerData, 'dir' | 'cacheMb'>): Promise<PgliteWorkerClient> {
+  static async start(
+    options: Pick<PgliteWorkerData, 'dir' | 'template' | 'cacheMb'>,
+  ): Promise<PgliteWorkerClient> {
     const channel = new MessageChannel();
     const answered = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
     const data: PgliteWorkerData = { ...options, port: channel.port2, answered };
@@ -270,6 +278,12 @@ async function builtTemplate(): Promise<AsyncIterable<Uint8Array> | undefined> {
   return createReadStream(path);
 }
 
+/** The compiled build's template as a Blob, or undefined without one. */
+async function builtTemplateBlob(): Promise<Blob | undefined> {
+  const path = fileURLToPath(BUILT_TEMPLATE);
+  return existsSync(path) ? new Blob([await readFile(path)]) : undefined;
+}
+
 /**
  * Creates a new database at `dir` in a child process that then exits: unpacked from `template` (a
  * migrated `dumpDataDir` archive) with plain file writes, or without one by initdb and the
@@ -347,13 +361,19 @@ export async function openPgliteDatabase(options: PgliteDatabaseOptions): Promis
   let client: PgliteWorkerClient | undefined;
   let db: Kysely<Database>;
   try {
-    const dir = join(options.dataDir, 'db');
-    await mkdir(dir, { recursive: true, mode: OWNER_DIR_MODE });
-    // A template only seeds a new database; an existing one is opened as it is.
-    if (!existsSync(join(dir, 'PG_VERSION'))) {
-      await createDatabase(dir, options.template?.stream() ?? (await builtTemplate()));
+    const cacheMb = options.cacheMb ?? DEFAULT_CACHE_MB;
+    if (options.inMemory === true) {
+      const template = options.template ?? (await builtTemplateBlob());
+      client = await PgliteWorkerClient.start({ dir: undefined, template, cacheMb });
+    } else {
+      const dir = join(options.dataDir, 'db');
+      await mkdir(dir, { recursive: true, mode: OWNER_DIR_MODE });
+      // A template only seeds a new database; an existing one is opened as it is.
+      if (!existsSync(join(dir, 'PG_VERSION'))) {
+        await createDatabase(dir, options.template?.stream() ?? (await builtTemplate()));
+      }
+      client = await PgliteWorkerClient.start({ dir, cacheMb });
     }
-    client = await PgliteWorkerClient.start({ dir, cacheMb: options.cacheMb ?? DEFAULT_CACHE_MB });
     db = new Kysely<Database>({ dialect: new PgliteDialect(client) });
     await migrateToLatest(db);
   } catch (err) {

@@ -5,7 +5,7 @@
  * two adapters (and the embedded one's worker) import PGlite or pg; each is loaded on demand, so a
  * scale-out node never loads the embedded engine and vice versa.
  */
-import { Migrator, type Kysely, type MigrationProvider } from 'kysely';
+import { Migrator, sql, type Kysely, type MigrationProvider } from 'kysely';
 import { migrations } from './migrations/index.js';
 import type { Database } from './schema.js';
 
@@ -25,6 +25,8 @@ export interface OpenDatabaseOptions {
   pgliteTemplate?: Blob | File | undefined;
   /** Embedded: the database's page cache (shared_buffers) in MiB (default 16). */
   embeddedCacheMb?: number | undefined;
+  /** Embedded: keep the database in memory, lost on close (see database.pglite.ts). */
+  embeddedInMemory?: boolean | undefined;
   /** PostgreSQL: connections in the pool (default 10). */
   poolSize?: number | undefined;
   /** PostgreSQL: how long a starting node waits for another node's migration run (default 5 minutes). */
@@ -39,10 +41,28 @@ const provider: MigrationProvider = { getMigrations: async () => migrations };
  * them (see database.postgres.ts).
  */
 export async function migrateToLatest(db: Kysely<Database>): Promise<void> {
+  if (await upToDate(db)) return;
   const { error, results } = await new Migrator({ db, provider }).migrateToLatest();
   if (error !== undefined) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
     throw new Error(`database migration ${failed} failed`, { cause: error });
+  }
+}
+
+/**
+ * Whether every migration of this build is recorded and nothing else is: one read instead of the
+ * migrator's dozen statements (table checks, its lock, the list) at every start of a database that
+ * is already current. Anything else — no migration table yet, a migration missing, one this build
+ * does not know — goes through the migrator, which applies or reports it.
+ */
+async function upToDate(db: Kysely<Database>): Promise<boolean> {
+  try {
+    const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(db);
+    const known = Object.keys(migrations);
+    const recorded = new Set(rows.map((row) => row.name));
+    return recorded.size === known.length && known.every((name) => recorded.has(name));
+  } catch {
+    return false;
   }
 }
 
@@ -61,5 +81,6 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     dataDir: options.dataDir,
     template: options.pgliteTemplate,
     cacheMb: options.embeddedCacheMb,
+    inMemory: options.embeddedInMemory,
   });
 }

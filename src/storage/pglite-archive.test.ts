@@ -63,6 +63,30 @@ describe('unpacking an embedded-database archive', () => {
     }
   });
 
+  test('zero pages become holes: the same bytes, fewer written', async () => {
+    // Pages of 8 KiB: data, two of zeros, data cut short, then zeros to the end (as a log segment).
+    const page = (fill: number) => new Uint8Array(8192).fill(fill);
+    const content = Buffer.concat([
+      page(1),
+      page(0),
+      page(0),
+      page(2).subarray(0, 5000),
+      new Uint8Array(3192 + 8 * 8192),
+    ]);
+    for (const chunkSize of [content.length + 4096, 777, 8192]) {
+      const dir = await emptyDir();
+      await unpackPgliteArchive(chunks(archive(entry('pg_wal/segment', '0', content)), chunkSize), dir);
+      const path = join(dir, 'pg_wal/segment');
+      assert.ok((await readFile(path)).equals(content), `same bytes (chunks of ${chunkSize})`);
+      const { size, blocks } = await lstat(path);
+      assert.equal(size, content.length);
+      assert.ok(
+        blocks * 512 <= 3 * 8192,
+        `${blocks * 512} bytes allocated for 2 pages of data (chunks of ${chunkSize})`,
+      );
+    }
+  });
+
   test('names with a prefix field, folders listed after their files, and empty files', async () => {
     const dir = await emptyDir();
     await unpackPgliteArchive(

@@ -10,7 +10,7 @@
  * write-ahead log segment among them) stayed in the service's resident memory long after the
  * start, ~100 MiB above a restart's.
  */
-import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
+import { closeSync, ftruncateSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -108,6 +108,70 @@ async function* tarBytes(source: AsyncIterable<Uint8Array>): AsyncGenerator<Uint
   }
 }
 
+/** The block a sparse write skips when it holds only zeros (PostgreSQL's page size). */
+const BLOCK = 8192;
+const ZERO_BLOCK = Buffer.alloc(BLOCK);
+
+/**
+ * A file written block by block (blocks counted from its start), leaving a hole where a block is
+ * all zeros: a third of a new database is zeros (most of its write-ahead log segment, empty pages),
+ * which a hole reads back as, without the disk writes. A block cut by the archive's chunks waits
+ * for its rest.
+ */
+class SparseFile {
+  private readonly pending = Buffer.alloc(BLOCK);
+  private pendingLength = 0;
+  /** Bytes taken so far: the file position of the next one. */
+  private taken = 0;
+
+  constructor(
+    readonly path: string,
+    readonly fd: number,
+    readonly size: number,
+  ) {}
+
+  get left(): number {
+    return this.size - this.taken;
+  }
+
+  write(part: Uint8Array): void {
+    const bytes = Buffer.from(part.buffer, part.byteOffset, part.byteLength);
+    let at = 0;
+    // What is pending starts on a block edge: complete that block first.
+    if (this.pendingLength > 0) {
+      at = Math.min(BLOCK - this.pendingLength, bytes.length);
+      bytes.copy(this.pending, this.pendingLength, 0, at);
+      this.pendingLength += at;
+      this.taken += at;
+      if (this.pendingLength < BLOCK) return;
+      this.block(this.pending, this.taken - BLOCK);
+      this.pendingLength = 0;
+    }
+    for (; at + BLOCK <= bytes.length; at += BLOCK) {
+      this.block(bytes.subarray(at, at + BLOCK), this.taken);
+      this.taken += BLOCK;
+    }
+    if (at < bytes.length) {
+      this.pendingLength = bytes.copy(this.pending, 0, at);
+      this.taken += this.pendingLength;
+    }
+  }
+
+  /** Writes what is pending, sets the size (holes at the end included) and closes the file. */
+  close(): void {
+    if (this.pendingLength > 0)
+      this.block(this.pending.subarray(0, this.pendingLength), this.taken - this.pendingLength);
+    ftruncateSync(this.fd, this.size);
+    closeSync(this.fd);
+  }
+
+  private block(block: Buffer, position: number): void {
+    if (block.length === BLOCK && block.equals(ZERO_BLOCK)) return;
+    for (let written = 0; written < block.length;)
+      written += writeSync(this.fd, block, written, block.length - written, position + written);
+  }
+}
+
 /**
  * Writes every folder and file of the archive `source` streams under `dir`, which must exist:
  * folders and files are the owner's only, as everything under DATA_DIR. Rejects with
@@ -129,8 +193,8 @@ export async function unpackPgliteArchive(source: AsyncIterable<Uint8Array>, dir
   let offset = 0;
   const header = new Uint8Array(RECORD);
   let headerFilled = 0;
-  /** The file being written, and how many of its bytes and of its padding are still to come. */
-  let file: { path: string; fd: number; left: number } | undefined;
+  /** The file being written (how many of its bytes are still to come), and the padding after it. */
+  let file: SparseFile | undefined;
   let skip = 0;
   try {
     for await (const chunk of tarBytes(source)) {
@@ -138,12 +202,10 @@ export async function unpackPgliteArchive(source: AsyncIterable<Uint8Array>, dir
       while (at < chunk.length) {
         if (file !== undefined) {
           const part = chunk.subarray(at, at + Math.min(file.left, chunk.length - at));
-          for (let written = 0; written < part.length;)
-            written += writeSync(file.fd, part, written, part.length - written);
+          file.write(part);
           at += part.length;
-          file.left -= part.length;
           if (file.left === 0) {
-            closeSync(file.fd);
+            file.close();
             file = undefined;
           }
         } else if (skip > 0) {
@@ -167,7 +229,7 @@ export async function unpackPgliteArchive(source: AsyncIterable<Uint8Array>, dir
           ensureDir(entry.path.slice(0, Math.max(0, entry.path.lastIndexOf('/'))));
           const fd = openSync(join(dir, entry.path), 'w', OWNER_FILE_MODE);
           if (entry.size === 0) closeSync(fd);
-          else file = { path: entry.path, fd, left: entry.size };
+          else file = new SparseFile(entry.path, fd, entry.size);
           skip = (RECORD - (entry.size % RECORD)) % RECORD;
         }
       }

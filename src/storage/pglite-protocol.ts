@@ -16,7 +16,10 @@ export const PGLITE_PARSERS: PGliteOptions['parsers'] = { [types.INT8]: (value: 
  * event loop: the worker answers on `port` and then raises `answered[0]` to 1.
  */
 export interface PgliteWorkerData {
-  dir: string;
+  /** The database folder; undefined: the database lives in memory, loaded from `template` when given. */
+  dir: string | undefined;
+  /** A data-dir dump a database in memory starts from (else initdb). */
+  template?: Blob | undefined;
   /** PostgreSQL's shared_buffers in MiB. */
   cacheMb: number;
   port: MessagePort;

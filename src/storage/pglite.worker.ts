@@ -15,10 +15,12 @@ import {
 } from './pglite-protocol.js';
 
 async function open(data: PgliteWorkerData): Promise<PGlite> {
-  return PGlite.create(data.dir, {
+  const options = {
     parsers: PGLITE_PARSERS,
     startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${data.cacheMb}MB`],
-  });
+  };
+  if (data.dir !== undefined) return PGlite.create(data.dir, options);
+  return PGlite.create({ ...options, ...(data.template !== undefined && { loadDataDir: data.template }) });
 }
 
 /**
