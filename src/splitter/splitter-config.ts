@@ -20,6 +20,7 @@
  *   service returns config "as stored"). Note that JavaScript itself lists integer-like keys
  *   ("1", "42") before other keys, so such keys cannot keep their written position.
  */
+import { codePointLength } from '../common/code-points.js';
 import { AppError } from '../errors/app-error.js';
 import { CONTROL_CHARACTER_MESSAGE, controlCharacterIndex } from '../errors/validation.js';
 
@@ -67,13 +68,6 @@ export function placeholderEntries(config: SplitterConfig): Array<[string, Utter
     if (!RESERVED_KEYS.has(key) && key !== '' && isPlainRecord(value)) out.push([key, value]);
   }
   return out;
-}
-
-/** Length in Unicode code points, so a surrogate pair counts once. */
-export function codePointLength(s: string): number {
-  let n = 0;
-  for (const _ of s) n++;
-  return n;
 }
 
 function invalid(message: string): never {

@@ -5,6 +5,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { codePointLength } from '../common/code-points.js';
 import { pageSchema } from '../common/paging.js';
 import { secretsEqual } from '../common/secret-compare.js';
 import { TtlCache } from '../common/ttl-cache.js';
@@ -240,7 +241,7 @@ export class TaskService implements StreamTaskLookup {
     const params = await this.spokenParams(request, spoken.languages);
     const now = new Date();
     const id = randomUUID();
-    const characters = request.pieces.reduce((n, p) => n + [...p.text].length, 0);
+    const characters = request.pieces.reduce((n, p) => n + codePointLength(p.text), 0);
     const task: TaskRow = {
       id,
       account_id: accountId,
@@ -698,7 +699,7 @@ export class TaskService implements StreamTaskLookup {
       ));
     const estimate = pieces.reduce((sum, p, i) => {
       const params = JSON.parse(p.params) as PieceParams;
-      const speech = ([...p.text].length / CHARS_PER_SECOND) * params.speechRate;
+      const speech = (codePointLength(p.text) / CHARS_PER_SECOND) * params.speechRate;
       return sum + speech + (i < pieces.length - 1 ? params.interval : 0);
     }, 0);
     return {
