@@ -480,12 +480,14 @@ def make_pocket(out: str, speakers: int) -> None:
     onnx.save(finish(t_graph, {}), os.path.join(out, "text_conditioner.onnx"))
 
     # encoder (Mimi): audio [1, 1, S] -> voice embedding [1, 1, 1024], the clip's pitch in Hz
-    # (zero crossings per sample times half the rate, rounded) in column 0.
+    # (sign changes per sample times half the rate, rounded) in column 0.
     e_nodes = [
-        helper.make_node("Slice", ["audio", "one_i", "end_i", "axis2"], ["later"]),
-        helper.make_node("Slice", ["audio", "zero_i", "minus_one_i", "axis2"], ["earlier"]),
-        helper.make_node("Mul", ["later", "earlier"], ["products"]),
-        helper.make_node("Less", ["products", "zero_f"], ["crossing"]),
+        # A crossing is a change of sign, a zero counted as positive: a tone whose period is a whole
+        # number of samples has exact zeros, which a product of neighbours below zero would miss.
+        helper.make_node("Less", ["audio", "zero_f"], ["negative"]),
+        helper.make_node("Slice", ["negative", "one_i", "end_i", "axis2"], ["later"]),
+        helper.make_node("Slice", ["negative", "zero_i", "minus_one_i", "axis2"], ["earlier"]),
+        helper.make_node("Xor", ["later", "earlier"], ["crossing"]),
         helper.make_node("Cast", ["crossing"], ["crossing_f"], to=f),
         helper.make_node("ReduceSum", ["crossing_f", "axis2"], ["crossings"], keepdims=1),
         helper.make_node("Shape", ["later"], ["later_shape"]),
