@@ -16,13 +16,14 @@ to an installed espeak-ng data folder (Debian's espeak-ng-data package, by defau
   speaker) and a Vocos vocoder `vocos-22khz-univ.onnx` (mel to magnitude and phase of an STFT
   that sherpa-onnx inverts).
 
-Usage: make-tiny-models.py OUT_DIR --family kokoro|kitten|matcha [--speakers N]
+Usage: make-tiny-models.py OUT_DIR --family kokoro|kitten|matcha|zipvoice|pocket [--speakers N]
                            [--espeak-ng-data DIR] [--meta KEY=VALUE]...
 Needs Debian's python3-onnx and espeak-ng-data (scripts/setup-debian.sh installs them); no
 weights are downloaded.
 """
 import argparse
 import glob
+import json
 import math
 import os
 import struct
@@ -421,10 +422,243 @@ def make_zipvoice(out: str, speakers: int) -> None:
         f.write("\u4f60 n i\n\u597d h a o\n")
 
 
+# Pocket TTS's frame: Mimi's latent width (sherpa-onnx fixes it at 32), the width of the
+# conditioning embeddings (fixed at 1024), and the samples the tiny decoder writes per frame.
+POCKET_LATENT = 32
+POCKET_EMBED = 1024
+POCKET_FRAME = 480
+POCKET_RATE = 24000
+# The lowest and highest tone the tiny Pocket model speaks at (a silent clip has no crossings).
+POCKET_MIN_HZ = 60.0
+POCKET_MAX_HZ = 4000.0
+
+
+def write_pocket_tokenizer(out: str) -> None:
+    """vocab.json ({piece: id}) and token_scores.json ({piece: score}), the SentencePiece model
+    sherpa-onnx's Pocket TTS reads: one piece per printable ASCII character and the word marker
+    "▁", and the 256 byte pieces "<0xNN>" it falls back to for everything else."""
+    pieces = ["<unk>", "\u2581"] + [chr(c) for c in range(0x21, 0x7F)]
+    pieces += [f"<0x{i:02X}>" for i in range(256)]
+    vocab = {p: i for i, p in enumerate(pieces)}
+    # Bytes score lowest so that a character with its own piece never splits into bytes.
+    scores = {p: (-100.0 if p.startswith("<0x") else -1.0) for p in pieces}
+    with open(os.path.join(out, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    with open(os.path.join(out, "token_scores.json"), "w", encoding="utf-8") as f:
+        json.dump(scores, f, ensure_ascii=False)
+
+
+def make_pocket(out: str, speakers: int) -> None:
+    """Pocket TTS: a voice cloned from a reference clip, which sherpa-onnx passes as raw samples at
+    24 kHz to the Mimi encoder. The tiny encoder measures the clip's pitch by its zero crossings and
+    the output is a tone at that pitch, one frame (POCKET_FRAME samples) per text token and the
+    three frames sherpa-onnx adds after the end-of-speech logit fires, so two clips of different
+    pitch give different audio for the same text and the same clip gives the same audio."""
+    del speakers  # A Pocket TTS model has no speakers of its own: its voice is the reference.
+    f = TensorProto.FLOAT
+    i64 = TensorProto.INT64
+
+    # text_conditioner: token_ids [1, N] -> embeddings [1, N, 1024], 1.0 in column 1 of each row:
+    # the language model counts the text's tokens from it.
+    t_nodes = [
+        helper.make_node("Shape", ["token_ids"], ["ids_shape"]),
+        helper.make_node("ConstantOfShape", ["ids_shape"], ["ones"], value=const("one", f, [1.0], (1,))),
+        helper.make_node("Unsqueeze", ["ones", "axis2"], ["ones3"]),
+        helper.make_node("Pad", ["ones3", "text_pads"], ["embeddings"]),
+    ]
+    t_inits = [
+        const("axis2", i64, [2], (1,)),
+        const("text_pads", i64, [0, 0, 1, 0, 0, POCKET_EMBED - 2], (6,)),
+    ]
+    t_graph = helper.make_graph(
+        t_nodes,
+        "tiny-pocket-text-conditioner",
+        [helper.make_tensor_value_info("token_ids", i64, [1, "N"])],
+        [helper.make_tensor_value_info("embeddings", f, [1, "N", POCKET_EMBED])],
+        t_inits,
+    )
+    onnx.save(finish(t_graph, {}), os.path.join(out, "text_conditioner.onnx"))
+
+    # encoder (Mimi): audio [1, 1, S] -> voice embedding [1, 1, 1024], the clip's pitch in Hz
+    # (sign changes per sample times half the rate, rounded) in column 0.
+    e_nodes = [
+        # A crossing is a change of sign, a zero counted as positive: a tone whose period is a whole
+        # number of samples has exact zeros, which a product of neighbours below zero would miss.
+        helper.make_node("Less", ["audio", "zero_f"], ["negative"]),
+        helper.make_node("Slice", ["negative", "one_i", "end_i", "axis2"], ["later"]),
+        helper.make_node("Slice", ["negative", "zero_i", "minus_one_i", "axis2"], ["earlier"]),
+        helper.make_node("Xor", ["later", "earlier"], ["crossing"]),
+        helper.make_node("Cast", ["crossing"], ["crossing_f"], to=f),
+        helper.make_node("ReduceSum", ["crossing_f", "axis2"], ["crossings"], keepdims=1),
+        helper.make_node("Shape", ["later"], ["later_shape"]),
+        helper.make_node("Gather", ["later_shape", "axis2"], ["pairs"], axis=0),
+        helper.make_node("Cast", ["pairs"], ["pairs_f"], to=f),
+        helper.make_node("Max", ["pairs_f", "one_f"], ["pairs_safe"]),
+        helper.make_node("Div", ["crossings", "pairs_safe"], ["rate_of_crossing"]),
+        helper.make_node("Mul", ["rate_of_crossing", "half_rate"], ["hz_raw"]),
+        helper.make_node("Round", ["hz_raw"], ["hz"]),
+        helper.make_node("Pad", ["hz", "voice_pads"], ["voice"]),
+    ]
+    e_inits = [
+        const("zero_i", i64, [0], (1,)),
+        const("one_i", i64, [1], (1,)),
+        const("minus_one_i", i64, [-1], (1,)),
+        const("end_i", i64, [2**62], (1,)),
+        const("axis2", i64, [2], (1,)),
+        const("zero_f", f, [0.0], ()),
+        const("one_f", f, [1.0], (1,)),
+        const("half_rate", f, [POCKET_RATE / 2], (1,)),
+        const("voice_pads", i64, [0, 0, 0, 0, 0, POCKET_EMBED - 1], (6,)),
+    ]
+    e_graph = helper.make_graph(
+        e_nodes,
+        "tiny-pocket-encoder",
+        [helper.make_tensor_value_info("audio", f, [1, 1, "S"])],
+        [helper.make_tensor_value_info("voice", f, [1, 1, POCKET_EMBED])],
+        e_inits,
+    )
+    onnx.save(finish(e_graph, {}), os.path.join(out, "encoder.onnx"))
+
+    # lm_main: seq [1, S, 32] (S = 0 while sherpa-onnx feeds the voice and the text, 1 per frame
+    # after), text_embeddings [1, T, 1024] and three state tensors -> conditioning [1, 32],
+    # eos_logit [1, 1] and the next states. The states add up the frames run, the text's tokens
+    # (column 1) and the voice's pitch (column 0); the end-of-speech logit crosses sherpa-onnx's
+    # threshold (-4) on the frame after the token count (at least one, since sherpa-onnx only
+    # stops on an end after its first frame).
+    m_nodes = [
+        helper.make_node("Shape", ["seq"], ["seq_shape"]),
+        helper.make_node("Gather", ["seq_shape", "one_i"], ["seq_len"], axis=0),
+        helper.make_node("Cast", ["seq_len"], ["seq_len_f"], to=f),
+        helper.make_node("Add", ["state_steps", "seq_len_f"], ["out_state_steps"]),
+        helper.make_node("Slice", ["text_embeddings", "zero_i", "one_i", "axis2"], ["voice_col"]),
+        helper.make_node("ReduceSum", ["voice_col", "axes12"], ["voice_sum"], keepdims=0),
+        helper.make_node("Add", ["state_voice", "voice_sum"], ["out_state_voice"]),
+        helper.make_node("Slice", ["text_embeddings", "one_i", "two_i", "axis2"], ["token_col"]),
+        helper.make_node("ReduceSum", ["token_col", "axes12"], ["token_sum"], keepdims=0),
+        helper.make_node("Add", ["state_tokens", "token_sum"], ["out_state_tokens"]),
+        helper.make_node("Max", ["out_state_tokens", "one_f"], ["frames_of_text"]),
+        helper.make_node("Sub", ["out_state_steps", "frames_of_text"], ["past"]),
+        helper.make_node("Mul", ["past", "ten_f"], ["past10"]),
+        helper.make_node("Sub", ["past10", "four_and_half"], ["eos_flat"]),
+        helper.make_node("Unsqueeze", ["eos_flat", "zero_i"], ["eos_logit"]),
+        helper.make_node("Unsqueeze", ["out_state_voice", "zero_i"], ["voice2"]),
+        helper.make_node("Pad", ["voice2", "cond_pads"], ["conditioning"]),
+    ]
+    m_inits = [
+        const("zero_i", i64, [0], (1,)),
+        const("one_i", i64, [1], (1,)),
+        const("two_i", i64, [2], (1,)),
+        const("axis2", i64, [2], (1,)),
+        const("axes12", i64, [1, 2], (2,)),
+        const("one_f", f, [1.0], (1,)),
+        const("ten_f", f, [10.0], (1,)),
+        const("four_and_half", f, [4.5], (1,)),
+        const("cond_pads", i64, [0, 0, 0, POCKET_LATENT - 1], (4,)),
+    ]
+    m_graph = helper.make_graph(
+        m_nodes,
+        "tiny-pocket-lm-main",
+        [
+            helper.make_tensor_value_info("seq", f, [1, "S", POCKET_LATENT]),
+            helper.make_tensor_value_info("text_embeddings", f, [1, "T", POCKET_EMBED]),
+            helper.make_tensor_value_info("state_steps", f, [1]),
+            helper.make_tensor_value_info("state_tokens", f, [1]),
+            helper.make_tensor_value_info("state_voice", f, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("conditioning", f, [1, POCKET_LATENT]),
+            helper.make_tensor_value_info("eos_logit", f, [1, 1]),
+            helper.make_tensor_value_info("out_state_steps", f, [1]),
+            helper.make_tensor_value_info("out_state_tokens", f, [1]),
+            helper.make_tensor_value_info("out_state_voice", f, [1]),
+        ],
+        m_inits,
+    )
+    onnx.save(finish(m_graph, {}), os.path.join(out, "lm_main.onnx"))
+
+    # lm_flow: c [1, 32], s [1, 1], t [1, 1], x [1, 32] -> v = (c - x) / (1 - s). sherpa-onnx's
+    # Euler steps from s = 0 end at t = 1, so the last one lands on the conditioning whatever the
+    # starting noise (its seed is random).
+    l_nodes = [
+        helper.make_node("Sub", ["c", "x"], ["towards"]),
+        helper.make_node("Sub", ["one_f", "s"], ["left"]),
+        helper.make_node("Div", ["towards", "left"], ["flow"]),
+        # t is read as the real flow net reads it; the straight path needs only s.
+        helper.make_node("Mul", ["t", "zero_f"], ["no_t"]),
+        helper.make_node("Add", ["flow", "no_t"], ["v"]),
+    ]
+    l_inits = [const("one_f", f, [1.0], (1,)), const("zero_f", f, [0.0], (1,))]
+    l_graph = helper.make_graph(
+        l_nodes,
+        "tiny-pocket-lm-flow",
+        [
+            helper.make_tensor_value_info("c", f, [1, POCKET_LATENT]),
+            helper.make_tensor_value_info("s", f, [1, 1]),
+            helper.make_tensor_value_info("t", f, [1, 1]),
+            helper.make_tensor_value_info("x", f, [1, POCKET_LATENT]),
+        ],
+        [helper.make_tensor_value_info("v", f, [1, POCKET_LATENT])],
+        l_inits,
+    )
+    onnx.save(finish(l_graph, {}), os.path.join(out, "lm_flow.onnx"))
+
+    # decoder (Mimi): latent [1, C, 32] and the samples written so far [1] -> audio [1, 1,
+    # C * POCKET_FRAME], a sine at each frame's pitch (column 0, rounded: the flow's last step
+    # may miss by a rounding error), continuous across sherpa-onnx's chunks of frames.
+    d_nodes = [
+        helper.make_node("Slice", ["latent", "zero_i", "one_i", "axis2"], ["pitch_col"]),
+        helper.make_node("Round", ["pitch_col"], ["pitch_round"]),
+        helper.make_node("Clip", ["pitch_round", "min_hz", "max_hz"], ["pitch"]),
+        helper.make_node("Shape", ["latent"], ["latent_shape"]),
+        helper.make_node("Gather", ["latent_shape", "one_i"], ["chunk"], axis=0),
+        helper.make_node("Concat", ["one_i", "chunk", "frame_i"], ["spread_shape"], axis=0),
+        helper.make_node("Expand", ["pitch", "spread_shape"], ["pitch_spread"]),
+        helper.make_node("Mul", ["chunk", "frame_i"], ["total"]),
+        helper.make_node("Concat", ["one_i", "one_i", "total"], ["audio_shape"], axis=0),
+        helper.make_node("Reshape", ["pitch_spread", "audio_shape"], ["pitch_per_sample"]),
+        helper.make_node("Cast", ["total"], ["total_f"], to=f),
+        helper.make_node("Squeeze", ["total_f", "zero_i"], ["total_scalar"]),
+        helper.make_node("Range", ["zero_s", "total_scalar", "one_s"], ["index"]),
+        helper.make_node("Add", ["index", "state_written"], ["position"]),
+        helper.make_node("Mul", ["pitch_per_sample", "position"], ["cycles_rate"]),
+        helper.make_node("Mul", ["cycles_rate", "two_pi_over_rate"], ["phase"]),
+        helper.make_node("Sin", ["phase"], ["wave"]),
+        helper.make_node("Mul", ["wave", "amplitude"], ["audio"]),
+        helper.make_node("Add", ["state_written", "total_f"], ["out_state_written"]),
+    ]
+    d_inits = [
+        const("zero_i", i64, [0], (1,)),
+        const("one_i", i64, [1], (1,)),
+        const("axis2", i64, [2], (1,)),
+        const("frame_i", i64, [POCKET_FRAME], (1,)),
+        const("min_hz", f, [POCKET_MIN_HZ], ()),
+        const("max_hz", f, [POCKET_MAX_HZ], ()),
+        const("zero_s", f, [0.0], ()),
+        const("one_s", f, [1.0], ()),
+        const("two_pi_over_rate", f, [2 * math.pi / POCKET_RATE], (1,)),
+        const("amplitude", f, [AMPLITUDE], (1,)),
+    ]
+    d_graph = helper.make_graph(
+        d_nodes,
+        "tiny-pocket-decoder",
+        [
+            helper.make_tensor_value_info("latent", f, [1, "C", POCKET_LATENT]),
+            helper.make_tensor_value_info("state_written", f, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("audio", f, [1, 1, "A"]),
+            helper.make_tensor_value_info("out_state_written", f, [1]),
+        ],
+        d_inits,
+    )
+    onnx.save(finish(d_graph, {}), os.path.join(out, "decoder.onnx"))
+    write_pocket_tokenizer(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
-    parser.add_argument("--family", required=True, choices=["kokoro", "kitten", "matcha", "zipvoice"])
+    parser.add_argument("--family", required=True, choices=["kokoro", "kitten", "matcha", "zipvoice", "pocket"])
     parser.add_argument("--speakers", type=int, default=2)
     parser.add_argument("--espeak-ng-data", default=ESPEAK_DATA)
     parser.add_argument(
@@ -446,6 +680,7 @@ def main() -> None:
         "kitten": make_kitten,
         "matcha": make_matcha,
         "zipvoice": make_zipvoice,
+        "pocket": make_pocket,
     }[args.family]
     make(args.out, args.speakers)
     link = os.path.join(args.out, "espeak-ng-data")

@@ -61,3 +61,16 @@ export function makeTinyZipvoice(modelsDir: string, name = 'zipvoice'): string {
   execFileSync('/usr/bin/python3', [SCRIPT, dir, '--family', 'zipvoice'], { stdio: 'pipe' });
   return dir;
 }
+
+/**
+ * The tiny Pocket TTS model's audio: a tone at the reference clip's pitch (its zero crossings, in
+ * Hz), `samplesPerFrame` samples per SentencePiece token of the text and three frames more.
+ */
+export const TINY_POCKET_AUDIO = { rate: 24_000, samplesPerFrame: 480 };
+
+/** Writes the tiny Pocket TTS model (a reference-audio model: no speakers) into `modelsDir/name`. */
+export function makeTinyPocket(modelsDir: string, name = 'pocket'): string {
+  const dir = join(modelsDir, name);
+  execFileSync('/usr/bin/python3', [SCRIPT, dir, '--family', 'pocket'], { stdio: 'pipe' });
+  return dir;
+}

@@ -6,7 +6,12 @@ import { mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { makeTinyModel, makeTinyZipvoice, TINY_FAMILIES } from '../../../test/helpers/tiny-models.js';
+import {
+  makeTinyModel,
+  makeTinyPocket,
+  makeTinyZipvoice,
+  TINY_FAMILIES,
+} from '../../../test/helpers/tiny-models.js';
 import { readModel, scanModels, type ScannedModel } from './neural-models.js';
 
 const work = mkdtempSync(join(tmpdir(), 'voicegen-families-'));
@@ -157,9 +162,49 @@ describe('neural model folders of each family', () => {
       'no-lexicon': 'a ZipVoice model needs its lexicon.txt',
       'no-vocoder':
         'a ZipVoice model needs its Vocos vocoder in the folder (vocos_24khz.onnx, published apart)',
-      pocket: 'a Pocket TTS model: of the reference-audio families this service runs ZipVoice only',
+      pocket:
+        'a Pocket TTS model needs lm_flow.onnx, encoder.onnx, decoder.onnx, text_conditioner.onnx (or their int8 twins)',
       zipvoice: '(available)',
       'zipvoice-int8': '(available)',
+    });
+  });
+
+  it('reads a Pocket TTS folder as a reference-audio model; a partial one is unavailable', async () => {
+    const dir = join(work, 'pocket');
+    const plain = makeTinyPocket(dir, 'pocket');
+    const read = await readModel(plain, 'pocket');
+    assert.ok(read.available, reasonOf(read));
+    assert.deepEqual(
+      [read.family, read.reference, read.speakers, read.sampleRate, read.languages],
+      ['pocket', true, [], 24_000, ['en-us', 'en']],
+    );
+    assert.deepEqual(read.config, {
+      pocket: {
+        lmMain: join(plain, 'lm_main.onnx'),
+        lmFlow: join(plain, 'lm_flow.onnx'),
+        encoder: join(plain, 'encoder.onnx'),
+        decoder: join(plain, 'decoder.onnx'),
+        textConditioner: join(plain, 'text_conditioner.onnx'),
+        vocabJson: join(plain, 'vocab.json'),
+        tokenScoresJson: join(plain, 'token_scores.json'),
+      },
+    });
+    // The published int8 archive's names.
+    const int8 = makeTinyPocket(dir, 'pocket-int8');
+    for (const part of ['lm_main', 'lm_flow', 'decoder']) {
+      renameSync(join(int8, `${part}.onnx`), join(int8, `${part}.int8.onnx`));
+    }
+    const twin = await readModel(int8, 'pocket-int8');
+    assert.ok(twin.available && 'pocket' in twin.config, reasonOf(twin));
+    assert.equal(twin.config.pocket.lmMain, join(int8, 'lm_main.int8.onnx'));
+    unlinkSync(join(makeTinyPocket(dir, 'no-flow'), 'lm_flow.onnx'));
+    unlinkSync(join(makeTinyPocket(dir, 'no-scores'), 'token_scores.json'));
+    const scanned = new Map((await scanModels(dir)).map((m) => [m.name, reasonOf(m)]));
+    assert.deepEqual(Object.fromEntries(scanned), {
+      'no-flow': 'a Pocket TTS model needs lm_flow.onnx (or their int8 twins)',
+      'no-scores': "a Pocket TTS model needs its tokenizer's token_scores.json",
+      pocket: '(available)',
+      'pocket-int8': '(available)',
     });
   });
 });

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { NeuralModelConfig } from './neural-protocol.js';
 
 /** The model families this service recognises by their files. */
-export type NeuralFamily = 'vits' | 'kokoro' | 'kitten' | 'matcha' | 'zipvoice';
+export type NeuralFamily = 'vits' | 'kokoro' | 'kitten' | 'matcha' | 'zipvoice' | 'pocket';
 
 /** A model folder that can be loaded. */
 export interface NeuralModel {
@@ -23,7 +23,7 @@ export interface NeuralModel {
   /** Speaker names by speaker id (the speaker id as a string when the model names none). */
   speakers: string[];
   /**
-   * It speaks like a reference clip given with each call (ZipVoice) instead of with speakers of its
+   * It speaks like a reference clip given with each call (ZipVoice, Pocket TTS) instead of with speakers of its
    * own: its voices are the ones created with a clip, and `speakers` is empty.
    */
   reference: boolean;
@@ -45,6 +45,7 @@ const FAMILY_TITLES: Readonly<Record<NeuralFamily, string>> = {
   kitten: 'Kitten',
   matcha: 'Matcha',
   zipvoice: 'ZipVoice',
+  pocket: 'Pocket TTS',
 };
 
 /** Folder names that can be engine ids (and voice specs' engine part). */
@@ -110,15 +111,19 @@ async function inspect(dir: string, name: string): Promise<NeuralModel | string>
   const dirs = new Set(entries.filter((e) => e.kind === 'dir').map((e) => e.name));
   const onnx = [...files].filter((f) => f.endsWith('.onnx')).sort();
   if (onnx.length === 0) return 'no .onnx model file';
+  // Pocket TTS tokenizes with a SentencePiece vocabulary instead of tokens.txt.
+  if (
+    ['lm_main', 'lm_flow', 'text_conditioner'].some((part) => pickPart(onnx, part) !== undefined) ||
+    files.has('token_scores.json')
+  ) {
+    return inspectPocket(dir, name, onnx, files);
+  }
   if (!files.has('tokens.txt')) return 'no tokens.txt';
   const tokensProblem = checkTokens(await readFile(join(dir, 'tokens.txt'), 'utf8'));
   if (tokensProblem !== undefined) return `tokens.txt: ${tokensProblem}`;
   const dataDir = dirs.has('espeak-ng-data') ? join(dir, 'espeak-ng-data') : '';
   const lexicons = [...files].filter((f) => /^lexicon.*\.txt$/.test(f)).sort();
   const lexicon = lexicons.map((f) => join(dir, f)).join(',');
-  if (onnx.some((o) => o.includes('pocket'))) {
-    return 'a Pocket TTS model: of the reference-audio families this service runs ZipVoice only';
-  }
   const encoder = pickPart(onnx, 'encoder');
   if (encoder !== undefined || onnx.some((o) => o.includes('zipvoice'))) {
     return inspectZipvoice(dir, name, onnx, encoder, dataDir, lexicon);
@@ -251,6 +256,65 @@ async function inspectZipvoice(
   };
 }
 
+/** The graphs of a Pocket TTS folder, each `<part>.onnx` or its int8 twin. */
+const POCKET_PARTS = ['lm_main', 'lm_flow', 'encoder', 'decoder', 'text_conditioner'] as const;
+
+/**
+ * A Pocket TTS folder (sherpa-onnx's published layout): lm_main, lm_flow, encoder, decoder and
+ * text_conditioner graphs and the SentencePiece vocabulary as vocab.json and token_scores.json.
+ * It speaks English at 24 kHz (sherpa-onnx fixes both) like the reference clip of each call, and
+ * needs no transcript of the clip.
+ */
+async function inspectPocket(
+  dir: string,
+  name: string,
+  onnx: readonly string[],
+  files: ReadonlySet<string>,
+): Promise<NeuralModel | string> {
+  const lmMain = pickPart(onnx, 'lm_main');
+  const lmFlow = pickPart(onnx, 'lm_flow');
+  const encoder = pickPart(onnx, 'encoder');
+  const decoder = pickPart(onnx, 'decoder');
+  const textConditioner = pickPart(onnx, 'text_conditioner');
+  if (
+    lmMain === undefined ||
+    lmFlow === undefined ||
+    encoder === undefined ||
+    decoder === undefined ||
+    textConditioner === undefined
+  ) {
+    const missing = POCKET_PARTS.filter((part) => pickPart(onnx, part) === undefined);
+    return `a Pocket TTS model needs ${missing.map((p) => `${p}.onnx`).join(', ')} (or their int8 twins)`;
+  }
+  const json = ['vocab.json', 'token_scores.json'].filter((f) => !files.has(f));
+  if (json.length > 0) return `a Pocket TTS model needs its tokenizer's ${json.join(' and ')}`;
+  const common = await commonOf(
+    dir,
+    name,
+    { sample_rate: '24000', language: 'English', voice: 'en-us' },
+    [lmMain, lmFlow, encoder, decoder, textConditioner],
+    'pocket',
+    ['vocab.json', 'token_scores.json'],
+  );
+  if (typeof common === 'string') return common;
+  return {
+    ...common,
+    speakers: [],
+    reference: true,
+    config: {
+      pocket: {
+        lmMain: join(dir, lmMain),
+        lmFlow: join(dir, lmFlow),
+        encoder: join(dir, encoder),
+        decoder: join(dir, decoder),
+        textConditioner: join(dir, textConditioner),
+        vocabJson: join(dir, 'vocab.json'),
+        tokenScoresJson: join(dir, 'token_scores.json'),
+      },
+    },
+  };
+}
+
 /** `<part>.onnx` when present, else the only `<part>*.onnx` file (its int8 twin). */
 function pickPart(onnx: readonly string[], part: string): string | undefined {
   if (onnx.includes(`${part}.onnx`)) return `${part}.onnx`;
@@ -265,6 +329,7 @@ async function commonOf(
   meta: Record<string, string>,
   modelFiles: readonly string[],
   family: NeuralFamily,
+  tokenFiles: readonly string[] = ['tokens.txt'],
 ): Promise<Omit<NeuralModel, 'config'> | string> {
   const sampleRate = Number(meta.sample_rate);
   if (!Number.isInteger(sampleRate) || sampleRate < 8000 || sampleRate > 192_000) {
@@ -284,7 +349,7 @@ async function commonOf(
       : Array.from({ length: Math.max(count, 1) }, (_, i) => String(i));
   let bytes = 0;
   const stamps: string[] = [];
-  for (const f of [...modelFiles, 'tokens.txt']) {
+  for (const f of [...modelFiles, ...tokenFiles]) {
     const s = await stat(join(dir, f));
     bytes += s.size;
     stamps.push(`${f}:${s.size}:${s.mtimeMs}`);

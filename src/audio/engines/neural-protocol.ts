@@ -20,9 +20,20 @@ export type NeuralModelConfig =
         dataDir: string;
         lexicon: string;
       };
+    }
+  | {
+      pocket: {
+        lmMain: string;
+        lmFlow: string;
+        encoder: string;
+        decoder: string;
+        textConditioner: string;
+        vocabJson: string;
+        tokenScoresJson: string;
+      };
     };
 
-/** A voice's reference clip, for the models that speak like a clip (ZipVoice). */
+/** A voice's reference clip, for the models that speak like a clip (ZipVoice, Pocket TTS). */
 export interface NeuralReference {
   /** The clip, mono, in [-1, 1]. */
   samples: Float32Array;

@@ -83,6 +83,7 @@ const FAMILY_NAMES = {
   kitten: 'Kitten',
   matcha: 'Matcha',
   zipvoice: 'ZipVoice',
+  pocket: 'Pocket TTS',
 } as const;
 
 /** Decoded reference clips kept by the engine (a voice's clip is read once, not per sentence). */
@@ -352,7 +353,7 @@ function createInstance(
           .filter((m) => m.available && m.reference)
           .map((m) => m.name);
         throw errors.invalidValue(
-          `engine.model: neural model "${model.name}" (${FAMILY_NAMES[model.family]}) takes no reference clip; models that do: ${takers.length === 0 ? 'none installed (ZipVoice)' : takers.join(', ')}`,
+          `engine.model: neural model "${model.name}" (${FAMILY_NAMES[model.family]}) takes no reference clip; models that do: ${takers.length === 0 ? 'none installed (ZipVoice, Pocket TTS)' : takers.join(', ')}`,
         );
       }
       if (!model.speakers.includes(binding.voice)) {
@@ -380,7 +381,7 @@ function createInstance(
         const model = await availableModel({ engine: 'neural', model: name, voice: REFERENCE_VOICE });
         if (!model.reference) {
           throw errors.invalidValue(
-            `engine.model: neural model "${name}" (${FAMILY_NAMES[model.family]}) takes no reference clip: a voice with a \`prompt\` needs a model that does (ZipVoice)`,
+            `engine.model: neural model "${name}" (${FAMILY_NAMES[model.family]}) takes no reference clip: a voice with a \`prompt\` needs a model that does (ZipVoice, Pocket TTS)`,
           );
         }
         return {
@@ -391,7 +392,7 @@ function createInstance(
       const first = all.find(usable);
       if (first === undefined) {
         throw errors.invalidValue(
-          'prompt: no model that speaks like a reference clip is installed (a ZipVoice model in MODELS_DIR)',
+          'prompt: no model that speaks like a reference clip is installed (a ZipVoice or Pocket TTS model in MODELS_DIR)',
         );
       }
       return {
