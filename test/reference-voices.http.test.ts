@@ -4,7 +4,7 @@
 // the clip really reaches the model (two clips of different pitch give different tones for the
 // same text, each following its clip), and every wrong request is a clear 400.
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync, unlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -293,5 +293,65 @@ describe('voices cloned from a reference clip (ZipVoice through sherpa-onnx)', (
     });
     assert.equal(del.statusCode, 200, del.body);
     assert.equal(existsSync(file), false);
+  });
+});
+
+describe('reference clips count against the account’s upload limit', () => {
+  let t: TestApp;
+  const modelsDir = mkdtempSync(join(tmpdir(), 'voicegen-reference-quota-'));
+  // 1.5 s at the model's 24 kHz, 16-bit mono: 72,044 bytes stored per voice.
+  const clip = dataUrl(wavOf(tone(200, 1.5, 16_000), 16_000), 'audio/wav');
+  const CLIP_BYTES = 1.5 * 24_000 * 2 + 44;
+
+  before(async () => {
+    makeTinyZipvoice(modelsDir);
+    t = await startTestApp({
+      env: {
+        MODELS_DIR: modelsDir,
+        SYNTHESIS_THREADS: '1',
+        ACCOUNT_MAX_UPLOAD_BYTES: String(CLIP_BYTES + 1000),
+      },
+    });
+  });
+  after(async () => {
+    await t.close();
+    rmSync(modelsDir, { recursive: true, force: true });
+  });
+
+  const post = (payload: object) =>
+    t.app.http.inject({ method: 'POST', url: '/api/voice', headers: bearer(t.key), payload });
+  const usage = async () =>
+    (await t.app.http.inject({ method: 'GET', url: '/api/account/info', headers: bearer(t.key) })).json<{
+      data: { usage: { uploadBytes: number; voices: number } };
+    }>().data.usage;
+  const storedClips = () => {
+    const dir = join(t.app.config.dataDir, 'blobs', 'voices');
+    return existsSync(dir)
+      ? readdirSync(dir, { recursive: true }).filter((f) => String(f).endsWith('.wav'))
+      : [];
+  };
+
+  it('counts the stored clip, refuses one beyond the limit with nothing left behind, frees it on delete', async () => {
+    const first = await post({ name: 'One', prompt: clip, promptText: 'A low hum.' });
+    assert.equal(first.statusCode, 200, first.body);
+    assert.deepEqual(await usage(), { ...(await usage()), uploadBytes: CLIP_BYTES, voices: 1 });
+
+    const second = await post({ name: 'Two', prompt: clip, promptText: 'A low hum.' });
+    assert.equal(second.statusCode, 403, second.body);
+    assert.equal(second.json<{ code: string }>().code, 'BILLING_QUOTA_EXCEEDED');
+    assert.match(second.json<{ message: string }>().message, /uploaded voice samples/);
+    assert.equal(storedClips().length, 1, 'the refused voice’s clip is not kept');
+    assert.equal((await usage()).voices, 1);
+
+    const id = first.json<{ data: { id: string } }>().data.id;
+    const del = await t.app.http.inject({
+      method: 'DELETE',
+      url: `/api/voice/${id}`,
+      headers: bearer(t.key),
+    });
+    assert.equal(del.statusCode, 200, del.body);
+    assert.equal((await usage()).uploadBytes, 0);
+    const again = await post({ name: 'Two', prompt: clip, promptText: 'A low hum.' });
+    assert.equal(again.statusCode, 200, again.body);
   });
 });

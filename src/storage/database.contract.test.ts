@@ -106,6 +106,7 @@ function voiceRow(accountId: string, createdAt: Date, values: Partial<VoiceRow> 
     engine: JSON.stringify({ engine: 'espeak', voice: 'en-us' }),
     with_lora: false,
     lora_bytes: '0',
+    reference_bytes: '0',
     lora_key: null,
     created_at: createdAt,
     updated_at: createdAt,

@@ -38,6 +38,8 @@ export interface VoicesTable {
   with_lora: boolean;
   /** Bytes of its uploaded sample (0: none, or uploaded before sizes were kept). */
   lora_bytes: ColumnType<string, string | number | undefined, string | number>;
+  /** Bytes of the voice's reference clip (counted with its uploads). */
+  reference_bytes: ColumnType<string, string | number | undefined, string | number>;
   /** Blob key of its uploaded sample; null: none, or the key of the first layout (`voices/<id>/lora.bin`). */
   lora_key: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: Timestamp;

@@ -221,6 +221,8 @@ export class VoiceService {
         ...voice,
         engine: { ...model.binding, reference: { clip, text: promptText } } as VoiceBinding,
         id,
+        // Counted against the account's upload limit; beyond it nothing stays (the clip goes below).
+        referenceBytes: wav.length,
       });
     } catch (err) {
       await this.blobs.delete(clip).catch(() => undefined);
@@ -259,7 +261,8 @@ export class VoiceService {
 
   private async insert(
     accountId: string,
-    v: Partial<VoiceImport> & Pick<VoiceImport, 'name' | 'version'> & { id?: string },
+    v: Partial<VoiceImport> &
+      Pick<VoiceImport, 'name' | 'version'> & { id?: string; referenceBytes?: number },
   ): Promise<Voice> {
     const language = v.language?.toLowerCase() === AUTO_LANGUAGE ? AUTO_LANGUAGE : (v.language ?? 'en');
     // An auto voice speaks with the English voice of the first engine that has one as its prior.
@@ -281,6 +284,7 @@ export class VoiceService {
       engine: JSON.stringify(engine),
       with_lora: v.withLora ?? false,
       lora_bytes: '0',
+      reference_bytes: String(v.referenceBytes ?? 0),
       lora_key: null,
       created_at: now,
       updated_at: now,

@@ -22,9 +22,13 @@ type Db = Kysely<Database> | Transaction<Database>;
 export class VoiceStore {
   constructor(private readonly db: Kysely<Database>) {}
 
-  /** Inserts `row` unless the account's voice limit refuses it; the refusal is returned, nothing written. */
+  /**
+   * Inserts `row` unless the account's voice limit, or its upload limit for the row's reference
+   * clip, refuses it; the refusal is returned, nothing written.
+   */
   async insert(row: NewVoiceRow, limits?: StorageLimits): Promise<StorageRefusal | undefined> {
-    if (limits === undefined || limits.voices === 0) {
+    const referenceBytes = Number(row.reference_bytes ?? 0);
+    if (limits === undefined || (limits.voices === 0 && (referenceBytes === 0 || limits.uploadBytes === 0))) {
       await this.db.insertInto('voices').values(row).execute();
       return undefined;
     }
@@ -32,7 +36,7 @@ export class VoiceStore {
       this.db,
       row.account_id,
       limits,
-      { voices: 1 },
+      { voices: 1, uploadBytes: referenceBytes },
       (db) => usage(db, row.account_id),
       async (trx) => {
         await trx.insertInto('voices').values(row).execute();
@@ -151,7 +155,11 @@ export class VoiceStore {
 async function usage(db: Db, accountId: string): Promise<VoiceUsage> {
   const row = await db
     .selectFrom('voices')
-    .select([sql<string>`count(*)`.as('n'), sql<string>`coalesce(sum(lora_bytes), 0)`.as('bytes')])
+    .select([
+      sql<string>`count(*)`.as('n'),
+      // A reference clip is an uploaded sample too.
+      sql<string>`coalesce(sum(lora_bytes + reference_bytes), 0)`.as('bytes'),
+    ])
     .where('account_id', '=', accountId)
     .executeTakeFirst();
   return { voices: Number(row?.n ?? 0), uploadBytes: Number(row?.bytes ?? 0) };

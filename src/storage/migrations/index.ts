@@ -8,6 +8,7 @@ import * as storageLimits from './0005-storage-limits.js';
 import * as clusterSettings from './0006-cluster-settings.js';
 import * as taskAudioBytes from './0007-task-audio-bytes.js';
 import * as taskTimings from './0008-task-timings.js';
+import * as voiceReferenceBytes from './0009-voice-reference-bytes.js';
 
 export const migrations: Record<string, Migration> = {
   '0001-foundation': foundation,
@@ -18,4 +19,5 @@ export const migrations: Record<string, Migration> = {
   '0006-cluster-settings': clusterSettings,
   '0007-task-audio-bytes': taskAudioBytes,
   '0008-task-timings': taskTimings,
+  '0009-voice-reference-bytes': voiceReferenceBytes,
 };
