@@ -132,4 +132,18 @@ describe('voices cloned from a reference clip (Pocket TTS through sherpa-onnx)',
     assert.equal(stream.status, 200);
     assertTone(await assertSpoken(Buffer.from(await stream.arrayBuffer()), sentence), 900);
   });
+
+  it('clones from the clip alone, as the hosted API’s cloning request sends it (Pocket reads no transcript)', async () => {
+    const res = await t.app.http.inject({
+      method: 'POST',
+      url: '/api/voice',
+      headers: bearer(t.key),
+      payload: { name: 'Cloned', language: 'auto', modelVersion: 'v3.0', prompt: toneClip(600, 1.5, 22_050) },
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    const voice = res.json<{ data: { id: string; engine: { model?: string } } }>().data;
+    assert.equal(voice.engine.model, 'pocket');
+    const text = 'Good morning.';
+    assertTone(await assertSpoken(await oneShot(text, voice.id), text), 600);
+  });
 });

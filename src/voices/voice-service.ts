@@ -191,7 +191,7 @@ export class VoiceService {
     promptText: string | undefined,
   ): Promise<Voice> {
     const model = await this.engines.referenceModel(voice.engine);
-    if (promptText === undefined) {
+    if (promptText === undefined && model.transcript) {
       throw new AppError(
         'VALIDATION_MISSING_FIELD',
         'promptText is required with a `prompt`: what is said in the clip (the reference-audio model needs it, and this service transcribes nothing)',
@@ -219,7 +219,7 @@ export class VoiceService {
     try {
       return await this.insert(accountId, {
         ...voice,
-        engine: { ...model.binding, reference: { clip, text: promptText } } as VoiceBinding,
+        engine: { ...model.binding, reference: { clip, text: promptText ?? '' } } as VoiceBinding,
         id,
         // Counted against the account's upload limit; beyond it nothing stays (the clip goes below).
         referenceBytes: wav.length,

@@ -58,7 +58,8 @@ export const neuralBindingSchema = z.object({
   reference: z
     .object({
       clip: z.string().regex(REFERENCE_CLIP_KEY, 'must be a stored reference clip'),
-      text: z.string().min(1).max(MAX_REFERENCE_TEXT),
+      // Empty for a model that does not read it (Pocket TTS); voice creation requires it otherwise.
+      text: z.string().max(MAX_REFERENCE_TEXT),
     })
     .optional(),
 });
@@ -387,6 +388,7 @@ function createInstance(
         return {
           binding: { engine: 'neural', model: name, voice: REFERENCE_VOICE },
           sampleRate: model.sampleRate,
+          transcript: model.family === 'zipvoice',
         };
       }
       const first = all.find(usable);
@@ -398,6 +400,7 @@ function createInstance(
       return {
         binding: { engine: 'neural', model: first.name, voice: REFERENCE_VOICE },
         sampleRate: first.sampleRate,
+        transcript: first.family === 'zipvoice',
       };
     },
     engineFor() {

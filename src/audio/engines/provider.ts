@@ -91,6 +91,8 @@ export interface ReferenceModel<B extends BaseBinding = BaseBinding> {
   binding: B;
   /** The rate the clip is stored at (the model's own). */
   sampleRate: number;
+  /** Whether the model reads what is said in the clip (ZipVoice does; Pocket TTS hears the clip alone). */
+  transcript: boolean;
 }
 
 /** What the neural provider is configured with (config.ts). */
