@@ -8,11 +8,10 @@ import { mkdtempSync, rmSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs, toneHz } from './helpers/audio-check.js';
+import { decodeToPcm, rmsDbfs } from './helpers/audio-check.js';
+import { clipVoiceChecks, DECODE_RATE } from './helpers/clip-voice-checks.js';
 import { bearer, createVoice, startTestApp, type TestApp } from './helpers/test-app.js';
 import { makeTinyPocket, TINY_POCKET_AUDIO } from './helpers/tiny-models.js';
-
-const DECODE_RATE = 44_100;
 
 /** A 16-bit mono WAV data: URL of `seconds` of a tone of `hz` at `rate`, amplitude 0.3. */
 function toneClip(hz: number, seconds: number, rate: number): string {
@@ -50,38 +49,11 @@ describe('voices cloned from a reference clip (Pocket TTS through sherpa-onnx)',
     rmSync(modelsDir, { recursive: true, force: true });
   });
 
-  const get = async <T>(url: string): Promise<T> => {
-    const res = await t.app.http.inject({ method: 'GET', url, headers: bearer(t.key) });
-    assert.equal(res.statusCode, 200, res.body);
-    return res.json<{ data: T }>().data;
-  };
-  const oneShot = async (text: string, voiceId: string): Promise<Buffer> => {
-    const res = await fetch(
-      `${t.baseUrl}/api/tts/simple-generate.mp3?${new URLSearchParams({ text, voiceId }).toString()}`,
-      { headers: bearer(t.key) },
-    );
-    assert.equal(res.status, 200, await res.clone().text());
-    assert.equal(res.headers.get('content-type'), 'audio/mpeg');
-    return Buffer.from(await res.arrayBuffer());
-  };
-  /** A clean MP3 about as long as the tiny model makes `text` (a frame per token, about one per character). */
-  const assertSpoken = async (bytes: Buffer, text: string): Promise<Int16Array> => {
-    assert.equal(await ffmpegErrors(bytes), '');
-    const info = await probeAudio(bytes);
-    assert.deepEqual([info.codec, info.sampleRate], ['mp3', 44100]);
-    const expected = (text.length * TINY_POCKET_AUDIO.samplesPerFrame) / TINY_POCKET_AUDIO.rate;
-    assert.ok(
-      info.durationSeconds > 0.5 * expected && info.durationSeconds < 2 * expected + 0.3,
-      `${info.durationSeconds} s for ${text.length} characters, expected about ${expected.toFixed(2)} s`,
-    );
-    const pcm = await decodeToPcm(bytes, DECODE_RATE);
-    assert.ok(rmsDbfs(pcm) > -35, 'a tone, not silence');
-    return pcm;
-  };
-  const assertTone = (pcm: Int16Array, want: number) => {
-    const got = toneHz(pcm);
-    assert.ok(Math.abs(got - want) < want * 0.08, `${got} Hz, expected ${want} Hz`);
-  };
+  const { get, oneShot, assertSpoken, assertTone } = clipVoiceChecks(() => t, {
+    samplesPerUnit: TINY_POCKET_AUDIO.samplesPerFrame,
+    rate: TINY_POCKET_AUDIO.rate,
+    slack: 2,
+  });
 
   it('lists the Pocket folder as a reference-audio engine; a partial one with the reason', async () => {
     const engines = await get<{ id: string; available: boolean; reason?: string }[]>('/api/engines');

@@ -10,11 +10,10 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { encodePiece } from '../src/audio/continuous-encoder.js';
 import { floatToPcm } from '../src/audio/pcm.js';
-import { decodeToPcm, ffmpegErrors, probeAudio, rmsDbfs, toneHz } from './helpers/audio-check.js';
+import { decodeToPcm, rmsDbfs } from './helpers/audio-check.js';
+import { clipVoiceChecks, DECODE_RATE } from './helpers/clip-voice-checks.js';
 import { bearer, createVoice, startTestApp, type TestApp } from './helpers/test-app.js';
 import { makeTinyModel, makeTinyZipvoice, TINY_ZIPVOICE_AUDIO } from './helpers/tiny-models.js';
-
-const DECODE_RATE = 44_100;
 
 /** `seconds` of a tone of `hz` at `rate`, amplitude 0.3. */
 function tone(hz: number, seconds: number, rate: number): Float32Array {
@@ -72,40 +71,13 @@ describe('voices cloned from a reference clip (ZipVoice through sherpa-onnx)', (
     rmSync(modelsDir, { recursive: true, force: true });
   });
 
-  const get = async <T>(url: string): Promise<T> => {
-    const res = await t.app.http.inject({ method: 'GET', url, headers: bearer(t.key) });
-    assert.equal(res.statusCode, 200, res.body);
-    return res.json<{ data: T }>().data;
-  };
+  const { get, oneShot, assertSpoken, assertTone } = clipVoiceChecks(() => t, {
+    samplesPerUnit: TINY_ZIPVOICE_AUDIO.samplesPerPhoneme,
+    rate: TINY_ZIPVOICE_AUDIO.rate,
+    slack: 1.5,
+  });
   const post = (payload: object) =>
     t.app.http.inject({ method: 'POST', url: '/api/voice', headers: bearer(t.key), payload });
-  const oneShot = async (text: string, voiceId: string): Promise<Buffer> => {
-    const res = await fetch(
-      `${t.baseUrl}/api/tts/simple-generate.mp3?${new URLSearchParams({ text, voiceId }).toString()}`,
-      { headers: bearer(t.key) },
-    );
-    assert.equal(res.status, 200, await res.clone().text());
-    assert.equal(res.headers.get('content-type'), 'audio/mpeg');
-    return Buffer.from(await res.arrayBuffer());
-  };
-  /** A clean MP3 as long as the tiny model makes `text` (a tone per phoneme, about one per letter). */
-  const assertSpoken = async (bytes: Buffer, text: string): Promise<Int16Array> => {
-    assert.equal(await ffmpegErrors(bytes), '');
-    const info = await probeAudio(bytes);
-    assert.deepEqual([info.codec, info.sampleRate], ['mp3', 44100]);
-    const expected = (text.length * TINY_ZIPVOICE_AUDIO.samplesPerPhoneme) / TINY_ZIPVOICE_AUDIO.rate;
-    assert.ok(
-      info.durationSeconds > 0.5 * expected && info.durationSeconds < 1.5 * expected + 0.3,
-      `${info.durationSeconds} s for ${text.length} characters, expected about ${expected.toFixed(2)} s`,
-    );
-    const pcm = await decodeToPcm(bytes, DECODE_RATE);
-    assert.ok(rmsDbfs(pcm) > -35, 'a tone, not silence');
-    return pcm;
-  };
-  const assertTone = (pcm: Int16Array, want: number) => {
-    const got = toneHz(pcm);
-    assert.ok(Math.abs(got - want) < want * 0.08, `${got} Hz, expected ${want} Hz`);
-  };
 
   it('lists the ZipVoice folder as a reference-audio engine without voices; a broken one with the reason', async () => {
     const engines =
