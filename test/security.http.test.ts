@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
-import { secretsEqual } from '../src/common/secret-compare.js';
+import { secretDigest, secretMatches, secretsEqual } from '../src/common/secret-compare.js';
 import { REQUEST_ID_HEADER } from '../src/http/server.js';
 import {
   bearer,
@@ -217,6 +217,12 @@ describe('credentials', () => {
     assert.equal(secretsEqual('abc', 'abcd'), false);
     assert.equal(secretsEqual('', 'x'.repeat(10_000)), false);
     assert.equal(secretsEqual('ä', 'a'), false);
+    // Against a kept digest: the same answers.
+    const kept = secretDigest('abc');
+    assert.equal(secretMatches('abc', kept), true);
+    assert.equal(secretMatches('abcd', kept), false);
+    assert.equal(secretMatches('', kept), false);
+    assert.equal(secretMatches('ab', secretDigest('ä')), false);
   });
 
   it('stream tokens are 128-bit random hex, distinct per task', async () => {

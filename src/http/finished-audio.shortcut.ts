@@ -14,6 +14,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
@@ -78,6 +79,7 @@ function oneHost(req: IncomingMessage): boolean {
 /** Creates the shortcut (give it to answerBeforeRouting). */
 export function finishedAudioShortcut(deps: FinishedAudioShortcutDeps): RequestShortcut {
   const blobHeaders = new WeakMap<BlobInfo, BlobHeaders>();
+  const counterKeys = new WeakMap<Socket, string>();
   const access = accessLines(deps.log);
 
   return (req, res) => {
@@ -107,8 +109,14 @@ export function finishedAudioShortcut(deps: FinishedAudioShortcutDeps): RequestS
     if (plan.kind !== 'full' && plan.kind !== 'partial') return false;
     const address = req.socket.remoteAddress;
     if (address === undefined) return false;
+    // A connection keeps its address: its counter's key is made once (normalising is a regex).
+    let counterKey = counterKeys.get(req.socket);
+    if (counterKey === undefined) {
+      counterKey = `ip:${normalizeIP(address)}`;
+      counterKeys.set(req.socket, counterKey);
+    }
     // Last: a request handed to the routes after this would be counted twice.
-    const admitted = deps.rateLimit.admit(`ip:${normalizeIP(address)}`);
+    const admitted = deps.rateLimit.admit(counterKey);
     if (admitted === undefined) return false;
 
     let validators = blobHeaders.get(info);
@@ -142,19 +150,16 @@ export function finishedAudioShortcut(deps: FinishedAudioShortcutDeps): RequestS
       CACHE_CONTROL,
     );
     const route = idx === null ? TASK_ROUTE : CONTENT_ROUTE;
+    res.writeHead(plan.status, out);
+    res.end(held.bytes.subarray(window.start, window.endExclusive ?? info.size));
+    // The socket counts what it was given, sent or still queued: the same figure at 'finish',
+    // read now while nothing of this answer waits in the stream's own queue.
+    const bytes = req.socket.bytesWritten - bytesBefore;
     res.once('finish', () => {
       const elapsedMs = performance.now() - started;
       access(url, address, requestId, plan.status, elapsedMs);
-      deps.metrics.answered(
-        'GET',
-        route,
-        plan.status,
-        elapsedMs / 1000,
-        req.socket.bytesWritten - bytesBefore,
-      );
+      deps.metrics.answered('GET', route, plan.status, elapsedMs / 1000, bytes);
     });
-    res.writeHead(plan.status, out);
-    res.end(held.bytes.subarray(window.start, window.endExclusive ?? info.size));
     return true;
   };
 }

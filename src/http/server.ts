@@ -30,6 +30,7 @@ import {
   uriTooLong,
 } from './error-handler.js';
 import { registerJsonBodyParser } from './json-body.js';
+import { batchedJsonStdout } from './log-format.js';
 import { redactUrl, scrubLogLine, serializeError } from './log-redaction.js';
 import { registerStorableParamsCheck } from './unstorable-params.js';
 
@@ -248,6 +249,9 @@ export function createHttpServer(
         ? false
         : {
             level: config.logLevel,
+            ...(typeof logger === 'object' && logger.stream !== undefined
+              ? {}
+              : { stream: batchedJsonStdout() }),
             ...(typeof logger === 'object' && logger),
             redact: ['req.headers.authorization'],
             serializers: {

@@ -7,7 +7,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { codePointLength } from '../common/code-points.js';
 import { pageSchema } from '../common/paging.js';
-import { secretsEqual } from '../common/secret-compare.js';
+import { secretDigest, secretMatches, secretsEqual } from '../common/secret-compare.js';
 import { TtlCache } from '../common/ttl-cache.js';
 import { AppError, errors } from '../errors/app-error.js';
 import { parseInput } from '../errors/validation.js';
@@ -176,6 +176,8 @@ interface FinishedTask {
   view: StreamTaskView;
   audioKey: string | null;
   pieceKeys: ReadonlyMap<number, string | null>;
+  /** The token's digest, made at the first shortcut lookup (finished audio is asked for often). */
+  tokenDigest?: Buffer;
 }
 
 /** Generation tasks of every account: creation, views, cancellation, deletion, audio lookups. */
@@ -580,7 +582,9 @@ export class TaskService implements StreamTaskLookup {
    */
   rememberedAudioKey(taskId: string, idx: number | null, auth: string): string | undefined {
     const task = this.finished.get(taskId);
-    if (task === undefined || !secretsEqual(auth, task.view.authToken)) return undefined;
+    if (task === undefined) return undefined;
+    task.tokenDigest ??= secretDigest(task.view.authToken);
+    if (!secretMatches(auth, task.tokenDigest)) return undefined;
     return (idx === null ? task.audioKey : task.pieceKeys.get(idx)) || undefined;
   }
 
