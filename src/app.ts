@@ -152,15 +152,7 @@ interface Opened {
  * order and the teardown.
  */
 export async function buildApp(config: AppConfig, options: AppOptions = {}): Promise<App> {
-  // Before anything is opened: MP3_ENCODER=native without the addon is a start error.
-  const lame = resolveLameBuild(config.mp3Encoder);
-  const http = createHttpServer(config, options.logger);
-  // The engines exist while storage opens, so a warm-up (options.warmUp) overlaps the database's start.
-  const storage: { blobs?: BlobStore } = {};
-  const engines = openEngines(config, http, lame, () => {
-    if (storage.blobs === undefined) throw new Error('the blob store is not open yet');
-    return storage.blobs;
-  });
+  const { http, engines, storage } = await openBeforeStorage(config, options);
   const warming = options.warmUp === undefined ? undefined : warmUp(engines, options.warmUp);
   const adapters = await openStorage(config, http, options).catch(async (err: unknown) => {
     await warming;
@@ -268,6 +260,31 @@ async function warmUp(engines: Engines, binding: VoiceBinding): Promise<void> {
   } finally {
     encoder.abort();
     await catalogue;
+  }
+}
+
+/**
+ * What exists before storage opens: the HTTP server and the engines (so a warm-up overlaps the
+ * database's start). A database the caller passed is the app's to close from then on: a failure
+ * here closes it.
+ */
+async function openBeforeStorage(
+  config: AppConfig,
+  options: AppOptions,
+): Promise<{ http: FastifyInstance; engines: Engines; storage: { blobs?: BlobStore } }> {
+  const storage: { blobs?: BlobStore } = {};
+  try {
+    // Before anything is opened: MP3_ENCODER=native without the addon is a start error.
+    const lame = resolveLameBuild(config.mp3Encoder);
+    const http = createHttpServer(config, options.logger);
+    const engines = openEngines(config, http, lame, () => {
+      if (storage.blobs === undefined) throw new Error('the blob store is not open yet');
+      return storage.blobs;
+    });
+    return { http, engines, storage };
+  } catch (err) {
+    await options.database?.then((database) => database.close()).catch(() => undefined);
+    throw err;
   }
 }
 
