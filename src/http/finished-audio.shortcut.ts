@@ -152,8 +152,7 @@ export function finishedAudioShortcut(deps: FinishedAudioShortcutDeps): RequestS
     const route = idx === null ? TASK_ROUTE : CONTENT_ROUTE;
     res.writeHead(plan.status, out);
     res.end(held.bytes.subarray(window.start, window.endExclusive ?? info.size));
-    // The socket counts what it was given, sent or still queued: the same figure at 'finish',
-    // read now while nothing of this answer waits in the stream's own queue.
+    // The socket counts what it was given, sent or still queued: the figure 'finish' would read.
     const bytes = req.socket.bytesWritten - bytesBefore;
     res.once('finish', () => {
       const elapsedMs = performance.now() - started;

@@ -74,7 +74,7 @@ export function batchedJsonStdout(): DestinationStream {
 }
 
 /** Writes the lines batchedJsonStdout still holds, now (synchronously: safe on the way out). */
-export function flushJsonStdout(): void {
+function flushJsonStdout(): void {
   try {
     stdoutLines?.flushSync();
   } catch {
