@@ -2,7 +2,8 @@
  * Load and soak: `npx tsx bench/soak.ts`, a measurement script, not a test.
  * Environment: DURATION (loaded seconds, 600), UNLOADED (seconds, 45), WARMUP (seconds, 15), READERS (500), SESSIONS (20),
  * API_RPS (50), HOSTILE_HEAD_RPS (200), HOSTILE_PREVIEW_RPS (5), HOSTILE_GENERATE_RPS (10),
- * HOSTILE_TASK_CHARS (100000), SERVER_CPUS and CLIENT_CPUS (taskset core lists: the server on one,
+ * HOSTILE_TASK_CHARS (100000), HOSTILE_GENERATE_UNTIL_REFUSED (1: the generate flood stops at its first
+ * refusal, so only the accepted tasks load the service), SERVER_CPUS and CLIENT_CPUS (taskset core lists: the server on one,
  * this process and the polite client on the other, e.g. SERVER_CPUS=1 CLIENT_CPUS=0), SERVER_ENV ("K=V,K=V" extra server variables), SERVER_NODE_ARGS
  * (extra node flags of the server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), SERVER_BUILD (`dist`:
  * the compiled service, as `npm start` runs it; build it first), KEEP_DATA (1 keeps the temporary
@@ -76,6 +77,7 @@ const HOSTILE_PREVIEW_RPS = env('HOSTILE_PREVIEW_RPS', 5);
 const HOSTILE_GENERATE_RPS = env('HOSTILE_GENERATE_RPS', 10);
 const HOSTILE_TASK_CHARS = env('HOSTILE_TASK_CHARS', 100_000);
 const KEEP_DATA = process.env.KEEP_DATA === '1';
+const HOSTILE_GENERATE_UNTIL_REFUSED = process.env.HOSTILE_GENERATE_UNTIL_REFUSED === '1';
 
 const POLITE_ACCOUNTS = 4;
 const SESSIONS_PER_TASK = 5;
@@ -532,6 +534,7 @@ function hostileTaskBody(voiceId: string): unknown {
 
 async function hostile(account: Account, stop: AbortSignal): Promise<void> {
   const flood = { taskId: '', auth: '' };
+  let refused = false;
   const inFlight = new Map<string, number>();
   /** Sends one request unless 128 of its kind are still unanswered (the flood's own connection cap). */
   const fire = (label: string, options: CallOptions, after?: (answer: Answer) => void) => {
@@ -568,11 +571,13 @@ async function hostile(account: Account, stop: AbortSignal): Promise<void> {
   }, 3000);
   stop.addEventListener('abort', () => clearInterval(retarget), { once: true });
   await Promise.all([
-    openLoop(HOSTILE_GENERATE_RPS, stop, () =>
+    openLoop(HOSTILE_GENERATE_RPS, stop, () => {
+      if (HOSTILE_GENERATE_UNTIL_REFUSED && refused) return;
       fire(
         'generate',
         { method: 'POST', path: '/api/tts/generate', key, agent, body: taskBody },
         (answer) => {
+          if (answer.status === 429) refused = true;
           if (answer.status !== 200 || flood.taskId !== '') return;
           flood.taskId = json<{ id: string }>(answer).id;
           void call({
@@ -588,8 +593,8 @@ async function hostile(account: Account, stop: AbortSignal): Promise<void> {
             () => undefined,
           );
         },
-      ),
-    ),
+      );
+    }),
     openLoop(HOSTILE_PREVIEW_RPS, stop, (n) =>
       fire(n % 2 === 0 ? 'preview (200 utterances)' : 'preview (pathological)', {
         method: 'POST',
