@@ -202,6 +202,12 @@ async function assertAppError(promise: Promise<unknown>, code: string): Promise<
 let fx: Fixture;
 let root: string;
 
+async function chunksOf<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of items) out.push(item);
+  return out;
+}
+
 describe('pcmChunks', () => {
   test('carries odd bytes across chunks and keeps every sample', async () => {
     const pcm = sine(0.05, 440);
@@ -216,6 +222,23 @@ describe('pcmChunks', () => {
     const out: number[] = [];
     for await (const samples of pcmChunks(chunks)) out.push(...samples);
     assert.deepEqual(out, [...pcm]);
+  });
+
+  test('views aligned bytes without copying and copies unaligned ones', async () => {
+    const aligned = Buffer.from(new Int16Array([1, -2, 300, -32768, 32767]).buffer);
+    const [view] = await chunksOf(pcmChunks([aligned]));
+    assert.deepEqual([...view!], [1, -2, 300, -32768, 32767]);
+    assert.equal(view!.buffer, aligned.buffer, 'an aligned chunk is not copied');
+
+    const base = Buffer.alloc(9);
+    base.writeInt16LE(-5, 1);
+    base.writeInt16LE(7, 3);
+    base.writeInt16LE(1234, 5);
+    base.writeInt16LE(-1, 7);
+    const [copy] = await chunksOf(pcmChunks([base.subarray(1)]));
+    assert.deepEqual([...copy!], [-5, 7, 1234, -1]);
+    assert.notEqual(copy!.buffer, base.buffer);
+    assert.equal(copy!.byteOffset % 2, 0);
   });
 });
 
