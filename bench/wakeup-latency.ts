@@ -12,9 +12,9 @@
  *    encoding and the database worker do);
  *  - post-sparse: the same, a message every ~30 ms.
  * The client pings every 2 ms and prints the round trip's p50, p90, p99 and maximum per case.
- * Why it exists: on one saturated core the soak's polite tail came from the main thread waiting
- * for the CPU after a wake-up (docs/reliability.md, Load and soak); this shows how much of that a
- * kernel adds on its own when lower-priority threads keep waking the main thread.
+ * Why it exists: on one saturated core the soak's main thread spends its long turns preempted,
+ * waiting for the CPU (docs/reliability.md, Load and soak); this shows how much a kernel adds on
+ * its own when lower-priority threads keep waking a main thread.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -25,9 +25,15 @@ import { percentile } from './lib/server.js';
 
 const PINGS = Number(process.env.PINGS ?? 2000);
 const WORKERS = Number(process.env.WORKERS ?? 2);
-const CASES = { none: 0, spin: 0, post: 3, 'post-sparse': 30 } as const;
+/** Each case: its worker threads, and how often each posts to the main thread (0: never). */
+const CASES = [
+  { name: 'none', workers: 0, postEveryMs: 0 },
+  { name: 'spin', workers: WORKERS, postEveryMs: 0 },
+  { name: 'post', workers: WORKERS, postEveryMs: 3 },
+  { name: 'post-sparse', workers: WORKERS, postEveryMs: 30 },
+];
 
-/** The server: workers per `postEveryMs` (0: spin only; absent: no workers), then it listens. */
+/** The server: `workers` threads burning CPU, posting every `postEveryMs` (0: never); then it listens. */
 const SERVER = `
 const net = require('node:net');
 const { Worker } = require('node:worker_threads');
@@ -90,8 +96,8 @@ async function main(): Promise<void> {
     `wake-up latency, ${PINGS} pings per case, ${WORKERS} workers at niceness 10; ${pinningLine()}`,
   );
   console.log('case        | p50 ms | p90 ms | p99 ms | max ms');
-  for (const [name, postEveryMs] of Object.entries(CASES)) {
-    const { child, port } = await startServer(name === 'none' ? 0 : WORKERS, postEveryMs);
+  for (const { name, workers, postEveryMs } of CASES) {
+    const { child, port } = await startServer(workers, postEveryMs);
     try {
       await sleep(500);
       const t = await ping(port);

@@ -6,8 +6,8 @@ import type { Readable } from 'node:stream';
  * start on a sample boundary in memory is yielded as a view of them (no copy: the audio of a task
  * passes here once per encoder, and each of its consumers copies or reads it anyway); one that
  * does not is copied. The views share the source's memory, so consumers read them and never change
- * or transfer them — the sources here (piece files, their in-memory tail, decoded MP3) never reuse
- * a chunk's bytes once it is handed out.
+ * or transfer them; the sources (a piece's PCM file or its in-memory tail) never reuse a chunk's
+ * bytes once it is handed out.
  */
 export async function* pcmChunks(
   bytes: Readable | AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
