@@ -74,27 +74,35 @@ if (!process.env.npm_config_nodedir) {
   args.push(`--nodedir=${nodedir}`);
 }
 
-// Built from a copy of the sources in a folder of its own, then moved into place.
-const staging = mkdtempSync(join(tmpdir(), 'voicegen-lame-mp3-'));
-try {
-  for (const name of SOURCES) copyFileSync(join(addonDir, name), join(staging, name));
-  // node-gyp: on PATH inside npm scripts; npm also tells where its bundled copy is.
-  const gyp = process.env.npm_config_node_gyp;
-  const [cmd, cmdArgs] = gyp ? [process.execPath, [gyp, ...args]] : ['node-gyp', args];
-  const result = spawnSync(cmd, cmdArgs, { cwd: staging, encoding: 'utf8', timeout: 300_000 });
-  if (result.error) skip(`node-gyp did not run: ${result.error.message}`);
-  if (result.status !== 0) {
-    const tail = `${result.stdout}\n${result.stderr}`.trim().split('\n').slice(-15).join('\n');
-    console.log(tail);
-    skip(`node-gyp exited with ${result.status}`);
+/**
+ * Builds from a copy of the sources in a folder of its own and moves the addon into place; returns
+ * why it could not (the staging folder is removed either way).
+ */
+function buildInStaging() {
+  const staging = mkdtempSync(join(tmpdir(), 'voicegen-lame-mp3-'));
+  try {
+    for (const name of SOURCES) copyFileSync(join(addonDir, name), join(staging, name));
+    // node-gyp: on PATH inside npm scripts; npm also tells where its bundled copy is.
+    const gyp = process.env.npm_config_node_gyp;
+    const [cmd, cmdArgs] = gyp ? [process.execPath, [gyp, ...args]] : ['node-gyp', args];
+    const result = spawnSync(cmd, cmdArgs, { cwd: staging, encoding: 'utf8', timeout: 300_000 });
+    if (result.error) return `node-gyp did not run: ${result.error.message}`;
+    if (result.status !== 0) {
+      console.log(`${result.stdout}\n${result.stderr}`.trim().split('\n').slice(-15).join('\n'));
+      return `node-gyp exited with ${result.status}`;
+    }
+    mkdirSync(releaseDir, { recursive: true });
+    // Copied beside its final name first: a rename within one folder replaces the file at once.
+    const next = `${addon}.${process.pid}.tmp`;
+    copyFileSync(join(staging, 'build', 'Release', 'lame_mp3.node'), next);
+    renameSync(next, addon);
+    writeFileSync(stampFile, stamp());
+    return undefined;
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
   }
-  mkdirSync(releaseDir, { recursive: true });
-  // Copied beside its final name first: a rename within one folder replaces the file at once.
-  const next = `${addon}.${process.pid}.tmp`;
-  copyFileSync(join(staging, 'build', 'Release', 'lame_mp3.node'), next);
-  renameSync(next, addon);
-  writeFileSync(stampFile, stamp());
-} finally {
-  rmSync(staging, { recursive: true, force: true });
 }
+
+const failure = buildInStaging();
+if (failure !== undefined) skip(failure);
 console.log('native LAME addon built: native/lame-mp3/build/Release/lame_mp3.node');
