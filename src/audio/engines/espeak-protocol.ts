@@ -4,11 +4,22 @@
  * loads espeak when evaluated).
  */
 import type { SentenceTask } from './sentence-protocol.js';
+import type { ClausePause } from './sentences.js';
 
 export { SENTENCE_END, type SentenceChunk } from './sentence-protocol.js';
 
-/** One sentence to speak; `voice` is an espeak spec such as 'gmw/en-US+f3' (already validated). */
+/**
+ * One sentence, or a clause of one, to speak; `voice` is an espeak spec such as 'gmw/en-US+f3'
+ * (already validated).
+ */
 export interface SynthesizeTask extends SentenceTask {
+  /**
+   * Where the piece's sentence ends, from the piece's start (UTF-16): the sentence mark spans it.
+   * Undefined on a sentence's later clauses, which start no sentence.
+   */
+  sentenceEnd: number | undefined;
+  /** The pause espeak-ng makes after this clause inside its sentence, put back after it as silence. */
+  pauseAfter?: ClausePause;
   voice: string;
   /** Words per minute. */
   rate: number;

@@ -4,8 +4,10 @@ import { rmsDbfs } from '../../../test/helpers/audio-check.js';
 import { isAppError } from '../../errors/app-error.js';
 import { concatPcm } from '../pcm.js';
 import type { SynthesisRequest } from './engine.js';
+import loadEspeak from '@echogarden/espeak-ng-emscripten';
 import {
   createEspeakEngine,
+  espeakPieces,
   listEspeakVoices,
   speakingVoice,
   validateEspeakBinding,
@@ -55,6 +57,54 @@ describe('espeak engine', () => {
     assert.ok(chunks.length >= 3, `${chunks.length} chunks`);
     const first = chunks[0]?.length ?? 0;
     assert.ok(first < total / 4, `first chunk ${first} of ${total} samples`);
+  });
+
+  it('speaks a long sentence clause by clause, as long as espeak-ng speaks it whole, one sentence mark', async () => {
+    const sentence =
+      'The lighthouse keeper climbed the stairs at dusk, as every evening for forty years; ' +
+      'he trimmed the wick, and watched the first beam sweep the water.';
+    assert.deepEqual(
+      espeakPieces(sentence, 'en').map((p) => [p.text, p.pauseAfter, p.sentenceEnd]),
+      [
+        ['The lighthouse keeper climbed the stairs at dusk,', 'comma', sentence.length],
+        ['as every evening for forty years;', 'semicolon', undefined],
+        ['he trimmed the wick,', 'comma', undefined],
+        ['and watched the first beam sweep the water.', undefined, undefined],
+      ],
+    );
+    const m = await loadEspeak();
+    const whole = new m.eSpeakNGWorker();
+    for (const rate of [1, 0.6]) {
+      whole.set_voice('en-us');
+      whole.set_rate(Math.round(175 / rate));
+      let samples = 0; // 22.05 kHz
+      whole.synthesize(sentence, (pcm) => {
+        samples += pcm.length;
+        return false;
+      });
+      const req: SynthesisRequest = {
+        text: sentence,
+        voice: { engine: 'espeak', voice: 'en-us' },
+        speechRate: rate,
+      };
+      const chunks = [];
+      for await (const c of engine.synthesizeWithMarks(req, new AbortController().signal)) chunks.push(c);
+      const length = chunks.reduce((n, c) => n + c.pcm.length, 0);
+      // The clauses' pauses put back: within 15 ms of the whole sentence (442 ms of pauses at 0.6).
+      const diffMs = (length / 44100 - samples / 22050) * 1000;
+      assert.ok(Math.abs(diffMs) < 15, `rate ${rate}: ${diffMs.toFixed(1)} ms longer than whole`);
+      const marks = chunks.flatMap((c) => c.marks);
+      const sentences = marks.filter((k) => k.kind === 'sentence');
+      assert.deepEqual(
+        sentences.map((k) => [k.sample, k.textStart, k.textEnd]),
+        [[0, 0, sentence.length]],
+      );
+      const words = marks.filter((k) => k.kind === 'word');
+      assert.deepEqual(
+        words.map((w) => sentence.slice(w.textStart, w.textEnd).replace(/[,;.]$/, '')),
+        sentence.split(' ').map((w) => w.replace(/[,;.]$/, '')),
+      );
+    }
   });
 
   it('speechRate 2 takes about twice as long as 1', async () => {

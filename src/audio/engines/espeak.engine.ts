@@ -1,7 +1,8 @@
 /**
  * The embedded engine: espeak-ng (wasm) in a piscina pool of worker threads (SentenceWorkers).
- * Text is split into sentences, each synthesised as one task; a sentence's audio is yielded while
- * the worker speaks it, sentences in order, with the next one already being synthesised.
+ * Text is split into sentences and a sentence into its clauses, each synthesised as one task; a
+ * piece's audio is yielded while the worker speaks it, pieces in order, with the next one already
+ * being synthesised.
  */
 import { availableParallelism } from 'node:os';
 import type { Piscina } from 'piscina';
@@ -17,8 +18,8 @@ import {
 import type { EspeakBinding } from './espeak.provider.js';
 import { languageAt } from './language-decision.js';
 import type { EspeakCatalogue, SynthesizeTask } from './espeak-protocol.js';
-import { createSynthesisPool, piecesIn, SentenceWorkers } from './sentence-workers.js';
-import { splitSentences } from './sentences.js';
+import { createSynthesisPool, piecesIn, SentenceWorkers, type TextPiece } from './sentence-workers.js';
+import { clausesOf, splitSentences, type ClausePause } from './sentences.js';
 
 export type { EspeakCatalogue } from './espeak-protocol.js';
 
@@ -34,6 +35,43 @@ export interface EspeakEngine extends SpeechEngine {
 }
 
 const WORKER_URL = siblingModuleUrl(import.meta.url, 'espeak.worker');
+
+/**
+ * Shortest clause spoken as a piece of its own. espeak-ng speaks a clause alone as it does inside
+ * its sentence (it shapes intonation clause by clause), all but the pause after the clause's
+ * punctuation, which the thread puts back as silence. So a long sentence costs its thread one
+ * clause at a time, and other tasks' pieces (a burst of live tasks' first sentences) go between.
+ */
+export const ESPEAK_CLAUSE_MIN_CHARS = 20;
+
+/** A piece of text for one task: a sentence, or a clause of one. */
+export interface EspeakPiece extends TextPiece {
+  /** Where the piece's sentence ends, from the piece's start; absent on a sentence's later clauses. */
+  sentenceEnd?: number;
+  /** The pause the piece's punctuation makes inside its sentence (a clause but the sentence's last). */
+  pauseAfter?: ClausePause;
+}
+
+/** The pieces of `text`: its sentences (in `language`'s rules), each cut into its clauses. */
+export function espeakPieces(text: string, language?: string): EspeakPiece[] {
+  const out: EspeakPiece[] = [];
+  for (const sentence of piecesIn(text, splitSentences(text, language))) {
+    const clauses = clausesOf(sentence.text, ESPEAK_CLAUSE_MIN_CHARS);
+    piecesIn(
+      sentence.text,
+      clauses.map((c) => c.text),
+    ).forEach((part, j) => {
+      const pauseAfter = clauses[j]?.pauseAfter;
+      out.push({
+        text: part.text,
+        at: sentence.at + part.at,
+        ...(j === 0 && { sentenceEnd: sentence.text.length - part.at }),
+        ...(pauseAfter !== undefined && { pauseAfter }),
+      });
+    });
+  }
+  return out;
+}
 
 let catalogueCache: Promise<EspeakCatalogue> | undefined;
 
@@ -182,13 +220,19 @@ class PooledEspeakEngine implements EspeakEngine {
       rate: Math.round(ESPEAK_BASE_WPM / req.speechRate),
       pitch: binding.pitch ?? ESPEAK_DEFAULT_PITCH,
     };
-    // One task per sentence: espeak's own sentence and word events are the marks. A sentence
+    // One task per clause: espeak's own sentence and word events are the marks. A sentence
     // decided to be in another language is spoken by espeak's voice for that language.
-    const sentences = piecesIn(req.text, splitSentences(req.text, req.language ?? req.voice.voice));
-    yield* this.workers.speak<SynthesizeTask>(
+    const pieces = espeakPieces(req.text, req.language ?? req.voice.voice);
+    yield* this.workers.speak<SynthesizeTask, EspeakPiece>(
       req,
-      sentences,
-      (s) => ({ ...base, voice: voiceFor(languageAt(req.languages, s.at, req.language)), text: s.text }),
+      pieces,
+      (p) => ({
+        ...base,
+        voice: voiceFor(languageAt(req.languages, p.at, req.language)),
+        text: p.text,
+        sentenceEnd: p.sentenceEnd,
+        ...(p.pauseAfter !== undefined && { pauseAfter: p.pauseAfter }),
+      }),
       signal,
     );
   }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { splitSentences } from './sentences.js';
+import { clausesOf, splitSentences } from './sentences.js';
 
 describe('splitSentences', () => {
   it('splits on sentence boundaries and drops empty pieces', () => {
@@ -27,5 +27,25 @@ describe('splitSentences', () => {
       'x'.repeat(100),
       'x'.repeat(50),
     ]);
+  });
+});
+
+describe('clausesOf', () => {
+  it('cuts after a comma, semicolon or colon followed by a space, clauses of at least minChars', () => {
+    assert.deepEqual(clausesOf('He trimmed the wick, polished the lens; and watched: the beam.', 10), [
+      { text: 'He trimmed the wick,', pauseAfter: 'comma' },
+      { text: 'polished the lens;', pauseAfter: 'semicolon' },
+      { text: 'and watched: the beam.' },
+    ]);
+    // Short clauses join the next; a short last clause stays with the one before.
+    assert.deepEqual(clausesOf('Yes, sir, at once, as you say, ok.', 10), [
+      { text: 'Yes, sir, at once,', pauseAfter: 'comma' },
+      { text: 'as you say, ok.' },
+    ]);
+    // Commas without a following space (numbers) and sentences without clauses stay whole.
+    assert.deepEqual(clausesOf('It cost 1,000,000 dollars in all.', 5), [
+      { text: 'It cost 1,000,000 dollars in all.' },
+    ]);
+    assert.deepEqual(clausesOf('  Short.  ', 20), [{ text: 'Short.' }]);
   });
 });

@@ -54,3 +54,40 @@ function cutLong(sentence: string, maxChars: number): string[] {
   if (rest.length > 0) parts.push(rest);
   return parts.filter((p) => p.length > 0);
 }
+
+/** The pause an engine makes after a clause's punctuation inside a sentence. */
+export type ClausePause = 'comma' | 'semicolon';
+
+/** A clause of a sentence (see `clausesOf`). */
+export interface Clause {
+  text: string;
+  /** The punctuation it ends with inside its sentence; none on the sentence's last clause. */
+  pauseAfter?: ClausePause;
+}
+
+/**
+ * `sentence` cut after each comma, semicolon or colon followed by a space, joining clauses until
+ * each holds at least `minChars` (a last clause shorter than that joins the one before): for an
+ * engine that speaks each clause of a sentence as it would inside the sentence, so that other
+ * requests' pieces can go between them. Each clause but the last says which pause it ends with.
+ */
+export function clausesOf(sentence: string, minChars: number): Clause[] {
+  const text = sentence.trim();
+  const cuts: { at: number; pauseAfter: ClausePause }[] = [];
+  let from = 0;
+  for (const m of text.matchAll(/[,;:](?=\s)/g)) {
+    const at = m.index + 1;
+    if (at - from < minChars || text.length - at - 1 < minChars) continue;
+    cuts.push({ at, pauseAfter: m[0] === ',' ? 'comma' : 'semicolon' });
+    from = at;
+  }
+  const out: Clause[] = [];
+  let start = 0;
+  for (const cut of cuts) {
+    out.push({ text: text.slice(start, cut.at).trim(), pauseAfter: cut.pauseAfter });
+    start = cut.at;
+  }
+  const last = text.slice(start).trim();
+  if (last.length > 0) out.push({ text: last });
+  return out;
+}
