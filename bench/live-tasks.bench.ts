@@ -1,7 +1,9 @@
 /**
  * Bursts of live tasks: `npm run bench:live-tasks` (env: TASKS, the first burst's size, default the
  * target; SECONDS, 30 of speech per task; ROUNDS, 3 bursts at most; SERVER_ENV; SERVER_NODE_ARGS,
- * e.g. `--cpu-prof`; SERVER_CPUS / CLIENT_CPUS, default 1 and 0; VERBOSE=1).
+ * e.g. `--cpu-prof`; SERVER_CPUS / CLIENT_CPUS, default 1 and 0; VERBOSE=1; WARM_BURSTS, 0, bursts
+ * of WARM_TASKS, 8, run and printed before the counted ones, so that the code the bursts run is
+ * compiled as on a server that has been serving a while).
  * A burst: N tasks created together by ceil(N/10) accounts, each with a listener the moment it is
  * created: a player that asks for the task's full stream (retrying STREAM_NOT_READY every 250 ms,
  * as a player would), then plays it at real time (40 KB/s of 320 kbps MP3) — an underrun is a
@@ -35,6 +37,8 @@ import { measureStageCosts, STAGE_REQUEST, stageLimit } from './lib/stage-costs.
 
 const SECONDS = Number(process.env.SECONDS ?? 30);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const WARM_BURSTS = Number(process.env.WARM_BURSTS ?? 0);
+const WARM_TASKS = Number(process.env.WARM_TASKS ?? 8);
 /** The target: the largest passing burst is at least this share of the stage-cost limit. */
 const TARGET_SHARE = 0.4;
 /** Tasks per account in a burst (the accounts' queued-task quotas are far above it). */
@@ -213,7 +217,7 @@ interface Burst {
 }
 
 /** One burst of `n` live tasks (see the module comment); prints its figures. */
-async function burst(server: BenchServer, n: number, round: number): Promise<Burst> {
+async function burst(server: BenchServer, n: number, round: number | string): Promise<Burst> {
   const accounts = await Promise.all(
     Array.from({ length: Math.ceil(n / TASKS_PER_ACCOUNT) }, (_, i) =>
       openAccount(server, `burst-${round}-${i}`),
@@ -273,7 +277,7 @@ async function burst(server: BenchServer, n: number, round: number): Promise<Bur
   const firstByteP99 = percentile(firstBytes, 99);
   const pass = late === 0 && firstByteP99 <= 1000 && underruns === 0;
   console.log(
-    `burst of ${n} tasks by ${accounts.length} accounts: ${pass ? 'PASS' : 'FAIL'} — ` +
+    `${typeof round === 'string' ? `${round} (not counted): ` : ''}burst of ${n} tasks by ${accounts.length} accounts: ${pass ? 'PASS' : 'FAIL'} — ` +
       `${n - late} of ${n} processing within 1 s (p50 ${percentile(toProcessing, 50).toFixed(0)} ms, max ${Math.max(...toProcessing).toFixed(0)} ms); ` +
       `first byte p50 ${percentile(firstBytes, 50).toFixed(0)} ms, p99 ${firstByteP99.toFixed(0)} ms ` +
       `(since the tasks were sent p99 ${percentile(sinceSent, 99).toFixed(0)} ms); underruns ${underruns}; ` +
@@ -316,6 +320,7 @@ async function main(): Promise<number> {
   );
   try {
     await warmUp(server);
+    for (let i = 0; i < WARM_BURSTS; i++) await burst(server, WARM_TASKS, `warm-up ${i + 1}`);
     // From the first size, up by a quarter after a pass and down by a quarter after a failure,
     // until a pass follows a failure or the rounds are used.
     let n = Number(process.env.TASKS ?? target);
