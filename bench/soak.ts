@@ -825,7 +825,11 @@ async function main(): Promise<void> {
           `RSS ${last.toFixed(0)} MiB, event loop p99 ${loop?.p99.toFixed(1) ?? '?'} ms, polite errors ${[...politeErrors.values()].reduce((a, b) => a + b, 0)}, load ${loadavg()[0]?.toFixed(2)}; threads ${busiest}`,
       );
     }, 15_000);
-    await Promise.all([hostileDone, ...readers]);
+    // The phase lasts DURATION even when every hostile rate is 0 (another process loads the core).
+    const phaseOver = new Promise<void>((resolve) =>
+      loadStop.aborted ? resolve() : loadStop.addEventListener('abort', () => resolve(), { once: true }),
+    );
+    await Promise.all([hostileDone, ...readers, phaseOver]);
     clearInterval(progress);
     clearTimeout(loadTimer);
     const loadedSeconds = (performance.now() - loadedStartedAt) / 1000;
