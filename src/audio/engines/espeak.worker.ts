@@ -27,6 +27,9 @@ if ((workerData as { interactive?: boolean } | undefined)?.interactive !== true)
  */
 const FIRST_CHUNK_SAMPLES = 4096;
 
+/** Voice settings whose clause pauses a thread keeps (a handful in practice). */
+const MAX_PAUSE_SETTINGS = 64;
+
 /** espeak-ng's output rate. */
 const ESPEAK_RATE = 22050;
 // Where the emscripten build mounts its data; the variant files live in `voices/!v`.
@@ -37,8 +40,8 @@ interface Instance {
   variants: () => string[];
   readVariant: (id: string) => string;
   settings: string;
-  /** Clause pauses of the current settings, measured when a clause first needs one. */
-  pauses: Record<ClausePause, number> | undefined;
+  /** Clause pauses by settings, measured when a clause first needs them (a text may switch voices). */
+  pauses: Map<string, Record<ClausePause, number>>;
 }
 
 let instance: Promise<Instance> | undefined;
@@ -49,7 +52,7 @@ async function espeak(): Promise<Instance> {
     variants: () => m.FS.readdir(VARIANT_DIR).filter((f) => !f.startsWith('.')),
     readVariant: (id) => m.FS.readFile(`${VARIANT_DIR}/${id}`, { encoding: 'utf8' }),
     settings: '',
-    pauses: undefined,
+    pauses: new Map(),
   }));
   return instance;
 }
@@ -126,7 +129,6 @@ export async function synthesize(task: SynthesizeTask): Promise<number> {
     e.worker.set_rate(task.rate);
     e.worker.set_pitch(task.pitch);
     e.settings = settings;
-    e.pauses = undefined;
   }
   const resampler = await createResampler(ESPEAK_RATE);
   const output = new PieceOutput(task);
@@ -170,7 +172,13 @@ export async function synthesize(task: SynthesizeTask): Promise<number> {
       // (measured after the clause, so that its first audio never waits for the measurement).
       if (task.pauseAfter !== undefined) {
         post(false);
-        const pause = (e.pauses ??= measurePauses(e.worker))[task.pauseAfter];
+        let pauses = e.pauses.get(settings);
+        if (pauses === undefined) {
+          if (e.pauses.size >= MAX_PAUSE_SETTINGS) e.pauses.clear();
+          pauses = measurePauses(e.worker);
+          e.pauses.set(settings, pauses);
+        }
+        const pause = pauses[task.pauseAfter];
         if (pause > 0) add(new Int16Array(pause));
       }
     } finally {

@@ -73,21 +73,15 @@ export interface Clause {
  */
 export function clausesOf(sentence: string, minChars: number): Clause[] {
   const text = sentence.trim();
-  const cuts: { at: number; pauseAfter: ClausePause }[] = [];
+  const out: Clause[] = [];
   let from = 0;
   for (const m of text.matchAll(/[,;:](?=\s)/g)) {
     const at = m.index + 1;
     if (at - from < minChars || text.length - at - 1 < minChars) continue;
-    cuts.push({ at, pauseAfter: m[0] === ',' ? 'comma' : 'semicolon' });
+    out.push({ text: text.slice(from, at).trim(), pauseAfter: m[0] === ',' ? 'comma' : 'semicolon' });
     from = at;
   }
-  const out: Clause[] = [];
-  let start = 0;
-  for (const cut of cuts) {
-    out.push({ text: text.slice(start, cut.at).trim(), pauseAfter: cut.pauseAfter });
-    start = cut.at;
-  }
-  const last = text.slice(start).trim();
+  const last = text.slice(from).trim();
   if (last.length > 0) out.push({ text: last });
   return out;
 }
