@@ -196,6 +196,24 @@ describe('per-account quotas', () => {
     const refused = await submit(flooder, 'One too many.');
     assert.match(assertReportable(refused, 429, 'RATE_LIMIT_EXCEEDED'), /queued tasks quota exceeded/);
     retryAfter(refused);
+    // A large body is refused before it is read: even one that is not JSON at all is a 429, not a 400.
+    const large = await t.app.http.inject({
+      method: 'POST',
+      url: '/api/tts/generate',
+      headers: { ...bearer(flooder.key), 'content-type': 'application/json' },
+      payload: `{"contents": [{"text": "${'Never parsed. '.repeat(3000)}`,
+    });
+    assert.match(assertReportable(large, 429, 'RATE_LIMIT_EXCEEDED'), /queued tasks quota exceeded/);
+    retryAfter(large);
+    // Another account's large body is read and answered as usual (here: not JSON).
+    const otherLarge = await t.app.http.inject({
+      method: 'POST',
+      url: '/api/tts/generate',
+      headers: { ...bearer(other.key), 'content-type': 'application/json' },
+      payload: `{"contents": [{"text": "${'Parsed. '.repeat(3000)}`,
+    });
+    assert.equal(otherLarge.statusCode, 400);
+    assert.equal(otherLarge.json<{ code: string }>().code, 'VALIDATION_INVALID_FORMAT');
 
     const info = await accountInfo(flooder);
     assert.deepEqual(info.user, info.data, 'the hosted API reads the account from top-level user');

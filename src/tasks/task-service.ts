@@ -224,6 +224,23 @@ export class TaskService implements StreamTaskLookup {
   private readonly lookingUp = new Map<string, Promise<FinishedTask>>();
 
   /**
+   * Refuses (429, or 413 for stored audio) a request to create a task when no task of the account
+   * could be admitted now; for a large body, before it is read: an account flooding past its
+   * quota with 100,000-character requests then costs one read each, not a parse of each body.
+   */
+  async refuseWhenFull(accountId: string): Promise<void> {
+    const now = new Date();
+    const refusal = await this.store.refusalOfAnyTask(
+      accountId,
+      this.quotas,
+      utcDay(now),
+      this.options.maxTaskBytes ?? 0,
+    );
+    if (refusal === undefined) return;
+    throw 'storage' in refusal ? storageLimitExceeded(refusal.storage) : quotaExceeded(refusal, 1, now);
+  }
+
+  /**
    * Validates and queues a task; voices must exist in the caller's account. `bodyBytes`: the
    * request body's size (large ones are parsed off the event loop).
    */

@@ -135,6 +135,22 @@ export class TaskStore {
    * (thousands of refusals) then holds no lock, and on the embedded database does not keep its one
    * session for a transaction each; the locked count still decides admissions.
    */
+  /**
+   * The refusal any new task of the account would get now (its smallest: one character), from one
+   * read; undefined when one could be admitted. What a large request is checked against before its
+   * body is read (the admission decides again, locked).
+   */
+  async refusalOfAnyTask(
+    accountId: string,
+    quotas: AccountQuotas,
+    day: string,
+    maxTaskBytes: number,
+  ): Promise<Exclude<Admission, { admitted: true }> | undefined> {
+    if (quotas.maxQueuedTasks === 0 && quotas.dailyCharacters === 0 && maxTaskBytes === 0) return undefined;
+    const usage = await usageInOneRead(this.db, accountId, day, maxTaskBytes > 0);
+    return admissionRefusal(usage, 1, quotas, maxTaskBytes);
+  }
+
   async insert(
     { task, pieces }: NewTask,
     quotas: AccountQuotas = UNLIMITED_QUOTAS,

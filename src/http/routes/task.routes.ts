@@ -3,7 +3,7 @@
  * `POST /api/tts/generate/{id}/cancel` and `POST /api/tts/generate/{id}/rotate-token`.
  * Bearer-protected.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { SplitterService } from '../../splitter/splitter-service.js';
 import type { TaskService } from '../../tasks/task-service.js';
 import { accountOf } from '../auth.js';
@@ -11,23 +11,38 @@ import { ok, okNoData } from '../envelope.js';
 import { declaredBodyBytes } from '../json-body.js';
 import { taskSchemas } from './task.schemas.js';
 
+/**
+ * Bodies above this are checked against the account's quotas before they are read: what a parse
+ * costs beyond here (JSON on the event loop, validation on the parser's thread) is more than one read.
+ */
+const EARLY_REFUSAL_BODY_BYTES = 16 * 1024;
+
 interface IdParams {
   id: string;
 }
 
 export function taskRoutes(tasks: TaskService, splitters: SplitterService) {
   return async (app: FastifyInstance): Promise<void> => {
-    app.post('/api/tts/generate', { schema: taskSchemas.create }, async (request) => {
-      const accountId = accountOf(request).id;
-      return ok(
-        await tasks.create(
-          accountId,
-          request.body,
-          (id) => splitters.configFor(accountId, id),
-          declaredBodyBytes(request),
-        ),
-      );
-    });
+    // A large body is read only when the account could be given a task (see refuseWhenFull).
+    const refuseLargeWhenFull = async (request: FastifyRequest): Promise<void> => {
+      if (declaredBodyBytes(request) > EARLY_REFUSAL_BODY_BYTES)
+        await tasks.refuseWhenFull(accountOf(request).id);
+    };
+    app.post(
+      '/api/tts/generate',
+      { schema: taskSchemas.create, preParsing: refuseLargeWhenFull },
+      async (request) => {
+        const accountId = accountOf(request).id;
+        return ok(
+          await tasks.create(
+            accountId,
+            request.body,
+            (id) => splitters.configFor(accountId, id),
+            declaredBodyBytes(request),
+          ),
+        );
+      },
+    );
 
     app.get<{ Querystring: Record<string, string> }>(
       '/api/tts/generate',
