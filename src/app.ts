@@ -3,6 +3,7 @@
  * services and the HTTP server on them, and tears everything down on a failed start and on close.
  * Tests build their own app with their own config.
  */
+import { BatchProcess } from './audio/batch-process.js';
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AccountService } from './accounts/account-service.js';
@@ -236,6 +237,7 @@ async function closeEngines(engines: Engines): Promise<void> {
   await engines.requestParser.close();
   await engines.synthesis.close();
   await engines.encoders.close();
+  await engines.batch?.close();
 }
 
 /**
@@ -369,6 +371,8 @@ interface Engines {
   synthesis: EngineRegistry;
   encoders: EncoderPool;
   requestParser: RequestParser;
+  /** The process long tasks' synthesis and encoding run in (BATCH_PROCESS=on); none: this process's threads. */
+  batch: BatchProcess | undefined;
   /** Reads MODELS_DIR again and logs one line per model folder; resolves with their engines. */
   rescanModels: () => Promise<EngineInfo[]>;
 }
@@ -379,6 +383,7 @@ function openEngines(
   lame: LameBuild,
   blobs: () => BlobStore,
 ): Engines {
+  const batch = config.batchProcess ? new BatchProcess(config.batchProcessNiceness) : undefined;
   const synthesis = createEngineRegistry({
     remoteEndpoints: config.remoteEngines,
     timeouts: config.engineTimeouts,
@@ -386,12 +391,14 @@ function openEngines(
     // Voices' reference clips are kept beside the voice in the blob store (shared in scale-out).
     referenceClips: { read: async (key) => Buffer.concat(await blobs().read(key).toArray()) },
     ...(config.synthesisThreads !== undefined && { synthesisThreads: config.synthesisThreads }),
+    ...(batch !== undefined && { batchHost: batch }),
   });
   const encoders = createEncoderPool({
     lame,
     // A lost worker costs its streams (an unanswered one moves to the replacement): say why.
     onWorkerCrash: (err) => http.log.error({ err }, 'an MP3 encoder worker stopped unexpectedly'),
     ...(config.encoderThreads !== undefined ? { size: config.encoderThreads } : {}),
+    ...(batch !== undefined && { batchHost: batch }),
   });
   // Every model folder is reported at start, one line each: a broken one is unavailable, never fatal.
   const rescanModels = async (): Promise<EngineInfo[]> => {
@@ -412,7 +419,7 @@ function openEngines(
   );
   // Generate and preview requests: large ones are parsed on a thread of their own.
   const requestParser = workerPoolRequestParser(config.limits);
-  return { synthesis, encoders, requestParser, rescanModels };
+  return { synthesis, encoders, requestParser, batch, rescanModels };
 }
 
 // ---- accounts, voices, splitters ----------------------------------------------------------------

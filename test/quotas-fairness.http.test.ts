@@ -76,6 +76,16 @@ async function tenant(): Promise<Tenant> {
   };
 }
 
+/** A create request with `body` as it is, JSON or not. */
+async function submitRaw(who: Tenant, body: string) {
+  return t.app.http.inject({
+    method: 'POST',
+    url: '/api/tts/generate',
+    headers: { ...bearer(who.key), 'content-type': 'application/json' },
+    payload: body,
+  });
+}
+
 async function submit(who: Tenant, text: string, voiceId = who.espeak) {
   return t.app.http.inject({
     method: 'POST',
@@ -197,21 +207,11 @@ describe('per-account quotas', () => {
     assert.match(assertReportable(refused, 429, 'RATE_LIMIT_EXCEEDED'), /queued tasks quota exceeded/);
     retryAfter(refused);
     // A large body is refused before it is read: even one that is not JSON at all is a 429, not a 400.
-    const large = await t.app.http.inject({
-      method: 'POST',
-      url: '/api/tts/generate',
-      headers: { ...bearer(flooder.key), 'content-type': 'application/json' },
-      payload: `{"contents": [{"text": "${'Never parsed. '.repeat(3000)}`,
-    });
+    const large = await submitRaw(flooder, `{"contents": [{"text": "${'Never parsed. '.repeat(3000)}`);
     assert.match(assertReportable(large, 429, 'RATE_LIMIT_EXCEEDED'), /queued tasks quota exceeded/);
     retryAfter(large);
     // Another account's large body is read and answered as usual (here: not JSON).
-    const otherLarge = await t.app.http.inject({
-      method: 'POST',
-      url: '/api/tts/generate',
-      headers: { ...bearer(other.key), 'content-type': 'application/json' },
-      payload: `{"contents": [{"text": "${'Parsed. '.repeat(3000)}`,
-    });
+    const otherLarge = await submitRaw(other, `{"contents": [{"text": "${'Parsed. '.repeat(3000)}`);
     assert.equal(otherLarge.statusCode, 400);
     assert.equal(otherLarge.json<{ code: string }>().code, 'VALIDATION_INVALID_FORMAT');
 

@@ -8,7 +8,7 @@
  * is gone). Other workers' streams are unaffected.
  */
 import { availableParallelism } from 'node:os';
-import type { Worker } from 'node:worker_threads';
+import type { BatchWorkerHost, WorkerLike } from './batch-process.js';
 import { AppError } from '../errors/app-error.js';
 import type { EncoderReply, EncoderRequest } from './encoder-protocol.js';
 import { resolveLameBuild, type LameBuild, type LameChoice } from './lame-stream.js';
@@ -36,6 +36,8 @@ export interface EncoderPoolOptions {
   lame?: LameChoice;
   /** Told when a worker stops on its own (what it threw, if anything): the service logs it. */
   onWorkerCrash?: (err: unknown) => void;
+  /** Where the batch workers run (the batch process); none: threads of this process. */
+  batchHost?: BatchWorkerHost;
 }
 
 /** A pool of encoder workers; `open()` assigns a new stream to the least-loaded worker. */
@@ -65,6 +67,7 @@ export function createEncoderPool(options: EncoderPoolOptions = {}): EncoderPool
     options.size ?? Math.min(2, availableParallelism()),
     resolveLameBuild(options.lame ?? 'auto'),
     options.onWorkerCrash,
+    options.batchHost,
   );
 }
 
@@ -151,7 +154,7 @@ class Stream implements Mp3Encoder {
 /** One worker and the streams it hosts. */
 class Slot {
   readonly streams = new Map<number, Stream>();
-  readonly worker: Worker;
+  readonly worker: WorkerLike;
   readonly exited: Promise<void>;
   /** What made the worker stop, when it threw (kept as the cause of the streams' failure). */
   crash: unknown;
@@ -165,9 +168,14 @@ class Slot {
     /** The interactive worker (normal priority, only interactive streams), or a batch one. */
     readonly interactive: boolean,
     lame: LameBuild,
+    host: BatchWorkerHost | undefined,
   ) {
-    this.worker = startModuleWorker(url, { interactive, lame });
-    this.worker.on('message', (reply: EncoderReply) => {
+    this.worker =
+      host === undefined || interactive
+        ? startModuleWorker(url, { interactive, lame })
+        : host.startWorker(url, { interactive, lame });
+    this.worker.on('message', (message) => {
+      const reply = message as EncoderReply;
       if (reply.ok) {
         encoded.audioSeconds += reply.samples / CANONICAL_RATE;
         encoded.workerSeconds += reply.ms / 1000;
@@ -213,6 +221,7 @@ class WorkerEncoderPool implements EncoderPool {
     readonly size: number,
     readonly lame: LameBuild,
     private readonly onWorkerCrash: ((err: unknown) => void) | undefined,
+    private readonly batchHost: BatchWorkerHost | undefined,
   ) {
     if (!Number.isInteger(size) || size < 1)
       throw new RangeError(`encoder pool size must be a positive integer, got ${size}`);
@@ -262,7 +271,14 @@ class WorkerEncoderPool implements EncoderPool {
   }
 
   private spawn(interactive: boolean): Slot {
-    return new Slot(this.url, (slot) => this.onExit(slot), this.encoded, interactive, this.lame);
+    return new Slot(
+      this.url,
+      (slot) => this.onExit(slot),
+      this.encoded,
+      interactive,
+      this.lame,
+      this.batchHost,
+    );
   }
 
   private onExit(slot: Slot): void {

@@ -64,18 +64,30 @@ export function startModuleWorker(
 /**
  * Starts the module at `url` in a child process of its own with `args` (under tsx, with this
  * process's loader flags): for work whose memory should leave with it. stderr is piped, and stdin
- * when `input` is set (data for the child to read); the child is killed after `timeoutMs`.
+ * when `input` is set (data for the child to read); the child is killed after `timeoutMs` (0: never).
  */
 export function forkModule(
   url: URL,
   args: readonly string[],
   timeoutMs: number,
-  { input = false }: { input?: boolean } = {},
+  { input = false, stderr = 'pipe', serialization = 'json' }: ForkOptions = {},
 ): ChildProcess {
   return fork(fileURLToPath(url), [...args], {
     execArgv: inheritedExecArgv(),
-    stdio: [input ? 'pipe' : 'ignore', 'ignore', 'pipe', 'ipc'],
-    timeout: timeoutMs,
+    stdio: [input ? 'pipe' : 'ignore', 'ignore', stderr, 'ipc'],
+    serialization,
+    // 0: no time limit (a child that lives as long as the service).
+    ...(timeoutMs > 0 && { timeout: timeoutMs }),
     killSignal: 'SIGKILL',
   });
+}
+
+/** How forkModule starts a child beyond its module and arguments. */
+export interface ForkOptions {
+  /** Pipe stdin (data for the child to read). */
+  input?: boolean;
+  /** 'pipe' (default: the parent reads it) or 'inherit' (a long-lived child writes to the service's stderr). */
+  stderr?: 'pipe' | 'inherit';
+  /** IPC encoding: 'json' (default) or 'advanced' (structured clone: typed arrays cross as bytes). */
+  serialization?: 'json' | 'advanced';
 }

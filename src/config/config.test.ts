@@ -111,6 +111,19 @@ describe('loadConfig: MP3 encoder build', () => {
   });
 });
 
+describe('loadConfig: batch process', () => {
+  it('is off by default at niceness 10; on takes a niceness of 0 to 19 and names anything else', () => {
+    const defaults = loadConfig({});
+    assert.equal(defaults.batchProcess, false);
+    assert.equal(defaults.batchProcessNiceness, 10);
+    const on = loadConfig({ BATCH_PROCESS: 'on', BATCH_PROCESS_NICENESS: '19' });
+    assert.equal(on.batchProcess, true);
+    assert.equal(on.batchProcessNiceness, 19);
+    assert.match(problems({ BATCH_PROCESS: 'yes' }).join('\n'), /BATCH_PROCESS/);
+    assert.match(problems({ BATCH_PROCESS_NICENESS: '20' }).join('\n'), /BATCH_PROCESS_NICENESS/);
+  });
+});
+
 describe('loadConfig: Wyoming server', () => {
   it('is off unless WYOMING_PORT is set, and then binds loopback with its bounds', () => {
     assert.equal(loadConfig({}).wyoming, null);

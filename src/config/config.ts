@@ -125,6 +125,10 @@ const envSchema = z.object({
   /** One-shot synthesis answers 503 NO_WORKER_AVAILABLE when its task has not started within this. */
   ONE_SHOT_START_TIMEOUT_MS: intFrom(100, 3_600_000).default(30_000),
   SYNTHESIS_THREADS: intFrom(1, 64).optional(),
+  /** Long tasks' synthesis (espeak-ng, Flite) and encoding in a process of their own at the lowest priority. */
+  BATCH_PROCESS: z.enum(['on', 'off']).default('off'),
+  /** Niceness of every thread of the batch process (19: the lowest). */
+  BATCH_PROCESS_NICENESS: intFrom(0, 19).default(10),
   ENCODER_THREADS: intFrom(1, 64).optional(),
   /** LAME build: the native addon over libmp3lame (built at install when libmp3lame-dev is present) or wasm; same bytes. */
   MP3_ENCODER: z.enum(['auto', 'native', 'wasm']).default('auto'),
@@ -277,6 +281,10 @@ export interface AppConfig {
   /** The OpenAI-compatible route: input limit, public lists, OpenAI voice names mapped to voice specs. */
   openai: { inputMaxChars: number; publicLists: boolean; voices: Record<string, string> };
   synthesisThreads: number | undefined;
+  /** `BATCH_PROCESS`: long tasks' synthesis and encoding in a process of their own (else this process's threads). */
+  batchProcess: boolean;
+  /** `BATCH_PROCESS_NICENESS`: of every thread of that process. */
+  batchProcessNiceness: number;
   encoderThreads: number | undefined;
   /** `MP3_ENCODER`: which LAME build encodes (auto: native when the addon loads). */
   mp3Encoder: 'auto' | 'native' | 'wasm';
@@ -464,6 +472,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       voices: openaiVoices,
     },
     synthesisThreads: e.SYNTHESIS_THREADS,
+    batchProcess: e.BATCH_PROCESS === 'on',
+    batchProcessNiceness: e.BATCH_PROCESS_NICENESS,
     encoderThreads: e.ENCODER_THREADS,
     mp3Encoder: e.MP3_ENCODER,
     limits: {

@@ -5,6 +5,7 @@
  * each call by a total deadline: a call that outlives it is aborted and fails with a tenant-safe
  * EngineCallError('timeout').
  */
+import type { BatchSynthesisHost } from '../batch-process.js';
 import { z } from 'zod';
 import { CallDeadline } from '../../common/call-deadline.js';
 import { errors } from '../../errors/app-error.js';
@@ -72,6 +73,8 @@ export interface EngineRegistryOptions {
   neural?: NeuralSettings;
   /** Where voices' reference clips are read from (none: no reference voices). */
   referenceClips?: ReferenceClips;
+  /** Where espeak-ng's and Flite's batch pieces (long tasks') are spoken; none: this process's batch threads. */
+  batchHost?: BatchSynthesisHost;
 }
 
 /** Which catalogue voices to list: of one engine (an engine id or a provider id), speaking a language. */
@@ -114,6 +117,7 @@ type AnyInstance = ProviderInstance<BaseBinding>;
 export function createEngineRegistry(options: EngineRegistryOptions): EngineRegistry {
   const timeouts = options.timeouts ?? DEFAULT_ENGINE_TIMEOUTS;
   const settings = {
+    ...(options.batchHost !== undefined && { batchHost: options.batchHost }),
     remoteEndpoints: options.remoteEndpoints,
     timeouts,
     ...(options.synthesisThreads !== undefined && { synthesisThreads: options.synthesisThreads }),

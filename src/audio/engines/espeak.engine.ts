@@ -4,6 +4,7 @@
  * piece's audio is yielded while the worker speaks it, pieces in order, with the next one already
  * being synthesised.
  */
+import type { BatchSynthesisHost } from '../batch-process.js';
 import { availableParallelism } from 'node:os';
 import type { Piscina } from 'piscina';
 import { errors } from '../../errors/app-error.js';
@@ -181,8 +182,10 @@ export function speakingVoice(
 }
 
 /** Creates the espeak engine with `threads` synthesis workers (default min(2, cores)). */
-export function createEspeakEngine(options: { threads?: number } = {}): EspeakEngine {
-  return new PooledEspeakEngine(options.threads ?? Math.min(2, availableParallelism()));
+export function createEspeakEngine(
+  options: { threads?: number; batchHost?: BatchSynthesisHost } = {},
+): EspeakEngine {
+  return new PooledEspeakEngine(options.threads ?? Math.min(2, availableParallelism()), options.batchHost);
 }
 
 /** The espeak engine over its synthesis threads (see SentenceWorkers: lanes, one-ahead pipelining). */
@@ -191,8 +194,8 @@ class PooledEspeakEngine implements EspeakEngine {
   /** The loudness gain runs in the synthesis threads (SentenceWorkers, PieceOutput). */
   readonly appliesGain = true;
 
-  constructor(threads: number) {
-    this.workers = new SentenceWorkers(WORKER_URL, threads, { id: 'espeak', label: 'espeak-ng' });
+  constructor(threads: number, batchHost?: BatchSynthesisHost) {
+    this.workers = new SentenceWorkers(WORKER_URL, threads, { id: 'espeak', label: 'espeak-ng' }, batchHost);
   }
 
   synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {

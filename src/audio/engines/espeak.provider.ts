@@ -2,6 +2,7 @@
  * The embedded espeak-ng engine as a provider: its bindings, its 140-odd voices and 100-odd
  * variants (read from the wasm build itself, so every variant it has is accepted), and the engine.
  */
+import type { BatchSynthesisHost } from '../batch-process.js';
 import { z } from 'zod';
 import {
   createEspeakEngine,
@@ -89,7 +90,10 @@ function infoOf(catalogue: EspeakCatalogue): EngineInfo {
   };
 }
 
-function createInstance(threads: number | undefined): ProviderInstance<EspeakBinding> {
+function createInstance(
+  threads: number | undefined,
+  batchHost: BatchSynthesisHost | undefined,
+): ProviderInstance<EspeakBinding> {
   let engine: EspeakEngine | undefined;
   return {
     async engines() {
@@ -118,7 +122,10 @@ function createInstance(threads: number | undefined): ProviderInstance<EspeakBin
       };
     },
     engineFor() {
-      engine ??= createEspeakEngine(threads === undefined ? {} : { threads });
+      engine ??= createEspeakEngine({
+        ...(threads !== undefined && { threads }),
+        ...(batchHost !== undefined && { batchHost }),
+      });
       return engine;
     },
     async close() {
@@ -132,5 +139,5 @@ export const espeakProvider: EngineProvider<typeof espeakBindingSchema> = {
   id: 'espeak',
   bindingSchema: espeakBindingSchema,
   loudness: 'calibrated',
-  create: (settings) => createInstance(settings.synthesisThreads),
+  create: (settings) => createInstance(settings.synthesisThreads, settings.batchHost),
 };

@@ -4,6 +4,7 @@
  * before its first sample, so text goes to it sentence by sentence, and the first sentence of a
  * call in clauses, short first: the first audio is ready after a clause, not a long sentence.
  */
+import type { BatchSynthesisHost } from '../batch-process.js';
 import { availableParallelism } from 'node:os';
 import type { Piscina } from 'piscina';
 import { z } from 'zod';
@@ -177,8 +178,8 @@ class FliteEngine implements SpeechEngine {
   /** The loudness gain runs in the synthesis threads (SentenceWorkers, PieceOutput). */
   readonly appliesGain = true;
 
-  constructor(threads: number) {
-    this.workers = new SentenceWorkers(WORKER_URL, threads, { id: 'flite', label: 'Flite' });
+  constructor(threads: number, batchHost?: BatchSynthesisHost) {
+    this.workers = new SentenceWorkers(WORKER_URL, threads, { id: 'flite', label: 'Flite' }, batchHost);
   }
 
   synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {
@@ -259,7 +260,10 @@ function defaultVoice(language: string, known: readonly string[]): string | unde
   return known.includes(FLITE_DEFAULT_VOICE) ? FLITE_DEFAULT_VOICE : known[0];
 }
 
-function createInstance(threads: number | undefined): ProviderInstance<FliteBinding> {
+function createInstance(
+  threads: number | undefined,
+  batchHost: BatchSynthesisHost | undefined,
+): ProviderInstance<FliteBinding> {
   let engine: FliteEngine | undefined;
   return {
     async engines() {
@@ -290,7 +294,7 @@ function createInstance(threads: number | undefined): ProviderInstance<FliteBind
       };
     },
     engineFor() {
-      engine ??= new FliteEngine(threads ?? Math.min(2, availableParallelism()));
+      engine ??= new FliteEngine(threads ?? Math.min(2, availableParallelism()), batchHost);
       return engine;
     },
     async close() {
@@ -304,5 +308,5 @@ export const fliteProvider: EngineProvider<typeof fliteBindingSchema> = {
   id: 'flite',
   bindingSchema: fliteBindingSchema,
   loudness: 'calibrated',
-  create: (settings) => createInstance(settings.synthesisThreads),
+  create: (settings) => createInstance(settings.synthesisThreads, settings.batchHost),
 };

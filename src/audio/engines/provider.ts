@@ -8,6 +8,7 @@ import type { z } from 'zod';
 import type { EngineTimeouts, MarkKind, SpeechEngine } from './engine.js';
 import type { VoiceLanguages } from './language-decision.js';
 import type { RemoteEndpoint } from './openai.engine.js';
+import type { BatchSynthesisHost } from '../batch-process.js';
 
 /** What every binding has: the provider it belongs to. */
 export interface BaseBinding {
@@ -72,6 +73,8 @@ export interface ProviderSettings {
   remoteEndpoints: Record<string, RemoteEndpoint>;
   /** Synthesis worker threads of an embedded engine (default min(2, cores)). */
   synthesisThreads?: number;
+  /** Where espeak-ng's and Flite's batch pieces are spoken (the batch synthesis process); none: in this process. */
+  batchHost?: BatchSynthesisHost;
   /** Time limits of each engine call. */
   timeouts: EngineTimeouts;
   /** The neural engine's models and limits (none: no models). */

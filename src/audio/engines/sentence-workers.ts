@@ -14,6 +14,7 @@ import { CANONICAL_RATE, concatPcm } from '../pcm.js';
 import { EngineCallError, type EngineAudio, type SynthesisRequest, type TimingMark } from './engine.js';
 import { PriorityTaskQueue, withQueueOptions, type SynthesisQueueOptions } from './priority-task-queue.js';
 import { concatVoiced } from '../voiced-index.js';
+import type { BatchSynthesisHost } from '../batch-process.js';
 import {
   SENTENCE_END,
   SENTENCE_STARTED,
@@ -82,11 +83,16 @@ export class SentenceWorkers {
   private readonly interactiveLane: Piscina;
   private inLane = 0;
 
-  /** `engine` names the engine in failures (operators' logs), `label` in their reason. */
+  /**
+   * `engine` names the engine in failures (operators' logs), `label` in their reason. `batchHost`:
+   * where batch pieces are spoken instead of this process's batch threads (the batch process);
+   * interactive pieces stay here.
+   */
   constructor(
-    workerUrl: URL,
+    private readonly workerUrl: URL,
     private readonly threads: number,
     private readonly engine: { id: string; label: string },
+    private readonly batchHost?: BatchSynthesisHost,
   ) {
     this.pool = createSynthesisPool(workerUrl, threads);
     this.interactiveLane = createSynthesisPool(workerUrl, 1, 'interactive');
@@ -99,14 +105,18 @@ export class SentenceWorkers {
     ports: readonly MessagePort[] = [],
   ): Promise<unknown> {
     const interactive = options.interactive === true;
+    // With a batch host, batch work is not here: the batch threads are free for interactive pieces.
     const toLane = interactive && this.batchInPool >= this.threads && this.inLane < INTERACTIVE_LANE_DEPTH;
+    const toHost = !interactive && this.batchHost !== undefined;
     const transfer = { transferList: [task.port, ...ports] };
     const done = toLane
       ? this.interactiveLane.run(task, transfer)
-      : this.pool.run(withQueueOptions(task, options), transfer);
+      : toHost
+        ? this.batchHost.run(this.workerUrl, this.threads, task, options, transfer.transferList)
+        : this.pool.run(withQueueOptions(task, options), transfer);
     const count = (change: 1 | -1) => {
       if (toLane) this.inLane += change;
-      else if (!interactive) this.batchInPool += change;
+      else if (!interactive && !toHost) this.batchInPool += change;
     };
     count(1);
     done.then(
