@@ -172,7 +172,10 @@ export class BatchProcess implements BatchSynthesisHost, BatchWorkerHost {
     });
     this.child = child;
     child.on('message', (message: FromBatchProcess) => this.receive(message));
-    child.on('error', () => undefined); // reported by 'exit'
+    // A child that could not be started never exits: what was sent to it fails here instead.
+    child.on('error', (err) => {
+      if (child.pid === undefined) this.lost(child, err.message);
+    });
     child.once('exit', (code, signal) => this.lost(child, signal ?? `code ${code ?? '?'}`));
     // An idle child keeps no one waiting: the channel holds the event loop only while work is out.
     child.unref();
