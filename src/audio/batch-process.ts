@@ -50,19 +50,21 @@ export interface BridgedPort {
   bridgedPort: number;
 }
 
+/**
+ * Runs `task` (carrying `ports`, as piscina's transferList would move them) in the pool of
+ * `threads` threads running `workerUrl`; resolves when the task is done, rejects with its error.
+ */
+export type SynthesisRun = (
+  workerUrl: URL,
+  threads: number,
+  task: object,
+  options: SynthesisQueueOptions,
+  ports: readonly MessagePort[],
+) => Promise<void>;
+
 /** Runs batch synthesis tasks somewhere else than this process's threads. */
 export interface BatchSynthesisHost {
-  /**
-   * Runs `task` (carrying `ports`, as piscina's transferList would move them) in the pool of
-   * `threads` threads running `workerUrl`; resolves when the task is done, rejects with its error.
-   */
-  run(
-    workerUrl: URL,
-    threads: number,
-    task: object,
-    options: SynthesisQueueOptions,
-    ports: readonly MessagePort[],
-  ): Promise<void>;
+  run: SynthesisRun;
 }
 
 /** What the encoder pool uses of a worker thread. */
@@ -114,13 +116,7 @@ export class BatchProcess implements BatchSynthesisHost, BatchWorkerHost {
     return this.nextRun - 1;
   }
 
-  run(
-    workerUrl: URL,
-    threads: number,
-    task: object,
-    options: SynthesisQueueOptions,
-    ports: readonly MessagePort[],
-  ): Promise<void> {
+  readonly run: SynthesisRun = (workerUrl, threads, task, options, ports) => {
     if (this.closed) return Promise.reject(new Error('the batch process is closed'));
     this.started();
     const ids = new Map(ports.map((port) => [port, this.bridge(port)]));
@@ -130,15 +126,12 @@ export class BatchProcess implements BatchSynthesisHost, BatchWorkerHost {
       this.holdOpen();
       this.send({ t: 'run', run, workerUrl: workerUrl.href, threads, task: withBridges(task, ids), options });
     });
-  }
+  };
 
   startWorker(url: URL, workerData: unknown): WorkerLike {
     const id = this.nextWorker++;
     const worker = new RemoteWorker(
-      (message, transfer) => {
-        void transfer; // copied over the channel: nothing is moved
-        this.send({ t: 'worker-post', worker: id, message });
-      },
+      (message) => this.send({ t: 'worker-post', worker: id, message }),
       () => this.send({ t: 'worker-terminate', worker: id }),
     );
     if (this.closed) {
@@ -285,15 +278,16 @@ class RemoteWorker extends EventEmitter implements WorkerLike {
   private markExited: (code: number) => void = () => {};
 
   constructor(
-    private readonly post: (message: unknown, transfer?: readonly TransferListItem[]) => void,
+    /** Sends a message to the thread: copied over the channel, so nothing is moved. */
+    private readonly post: (message: unknown) => void,
     private readonly end: () => void,
   ) {
     super();
     this.whenExited = new Promise((resolve) => (this.markExited = resolve));
   }
 
-  postMessage(message: unknown, transfer?: readonly TransferListItem[]): void {
-    if (this.exitCode === undefined) this.post(message, transfer);
+  postMessage(message: unknown): void {
+    if (this.exitCode === undefined) this.post(message);
   }
 
   terminate(): Promise<number> {

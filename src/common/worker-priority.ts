@@ -16,7 +16,7 @@ export const WORKER_NICENESS = 10;
  * Gives this worker thread `niceness` (default WORKER_NICENESS); returns whether it took effect.
  * Never on the main thread (a worker module evaluated there by an import must not lower the
  * event loop; threads started afterwards would inherit it too), and never raises a thread's
- * priority: a thread of a process started lower (the batch synthesis process) stays lower.
+ * priority: a thread of a process started lower (the batch process) stays lower.
  */
 export function lowerThreadPriority(niceness = WORKER_NICENESS): boolean {
   if (process.platform !== 'linux' || isMainThread) return false;

@@ -28,6 +28,7 @@ import {
   CANCELLED_BY_CLIENT,
   utcDay,
   type AccountQuotas,
+  type Admission,
   type QuotaRefusal,
   type TaskStore,
   type ListedPieceRow,
@@ -230,14 +231,14 @@ export class TaskService implements StreamTaskLookup {
    */
   async refuseWhenFull(accountId: string): Promise<void> {
     const now = new Date();
-    const refusal = await this.store.refusalOfAnyTask(
+    const refusal = await this.store.refusalBeforeAdmission(
       accountId,
+      1,
       this.quotas,
       utcDay(now),
       this.options.maxTaskBytes ?? 0,
     );
-    if (refusal === undefined) return;
-    throw 'storage' in refusal ? storageLimitExceeded(refusal.storage) : quotaExceeded(refusal, 1, now);
+    if (refusal !== undefined) throw refusalError(refusal, 1, now);
   }
 
   /**
@@ -301,10 +302,7 @@ export class TaskService implements StreamTaskLookup {
       utcDay(now),
       this.options.maxTaskBytes ?? 0,
     );
-    if (!admission.admitted)
-      throw 'storage' in admission
-        ? storageLimitExceeded(admission.storage)
-        : quotaExceeded(admission, characters, now);
+    if (!admission.admitted) throw refusalError(admission, characters, now);
     await this.queue.enqueue({ taskId: id, accountId, position: admission.position, characters });
     // The rows just stored (a worker may already be changing them: the answer shows them as created).
     return this.detailView(accountId, task, pieces, false, spoken.voices);
@@ -740,6 +738,17 @@ function newStreamToken(): string {
 /** The start of the next UTC day after `now`. */
 function nextUtcMidnight(now: Date): Date {
   return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1));
+}
+
+/** The error of a refused admission: 413 for the stored audio, else the quota's 429. */
+function refusalError(
+  refusal: Exclude<Admission, { admitted: true }>,
+  characters: number,
+  now: Date,
+): AppError {
+  return 'storage' in refusal
+    ? storageLimitExceeded(refusal.storage)
+    : quotaExceeded(refusal, characters, now);
 }
 
 /** 429 RATE_LIMIT_EXCEEDED naming the quota that refused a new task, with Retry-After. */

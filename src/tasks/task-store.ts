@@ -128,6 +128,24 @@ export class TaskStore {
   constructor(private readonly db: Kysely<Database>) {}
 
   /**
+   * The refusal a new task of `characters` characters of the account would get now, from one read
+   * and without a lock; undefined when it could be admitted (the admission then decides again,
+   * locked). Asked before every admission, and before a large request's body is read (with the
+   * smallest task, one character).
+   */
+  async refusalBeforeAdmission(
+    accountId: string,
+    characters: number,
+    quotas: AccountQuotas,
+    day: string,
+    maxTaskBytes: number,
+  ): Promise<Exclude<Admission, { admitted: true }> | undefined> {
+    if (quotas.maxQueuedTasks === 0 && quotas.dailyCharacters === 0 && maxTaskBytes === 0) return undefined;
+    const usage = await usageInOneRead(this.db, accountId, day, maxTaskBytes > 0);
+    return admissionRefusal(usage, characters, quotas, maxTaskBytes);
+  }
+
+  /**
    * Inserts a task unless its account's quotas refuse it, and adds its characters to the account's
    * usage of `day` (an atomic upsert). The account's row is locked for the transaction, so the
    * admissions and claims of one account are serialized across every node and counts are exact.
@@ -135,22 +153,6 @@ export class TaskStore {
    * (thousands of refusals) then holds no lock, and on the embedded database does not keep its one
    * session for a transaction each; the locked count still decides admissions.
    */
-  /**
-   * The refusal any new task of the account would get now (its smallest: one character), from one
-   * read; undefined when one could be admitted. What a large request is checked against before its
-   * body is read (the admission decides again, locked).
-   */
-  async refusalOfAnyTask(
-    accountId: string,
-    quotas: AccountQuotas,
-    day: string,
-    maxTaskBytes: number,
-  ): Promise<Exclude<Admission, { admitted: true }> | undefined> {
-    if (quotas.maxQueuedTasks === 0 && quotas.dailyCharacters === 0 && maxTaskBytes === 0) return undefined;
-    const usage = await usageInOneRead(this.db, accountId, day, maxTaskBytes > 0);
-    return admissionRefusal(usage, 1, quotas, maxTaskBytes);
-  }
-
   async insert(
     { task, pieces }: NewTask,
     quotas: AccountQuotas = UNLIMITED_QUOTAS,
@@ -159,15 +161,8 @@ export class TaskStore {
     maxTaskBytes = 0,
   ): Promise<Admission> {
     const accountId = task.account_id;
-    if (quotas.maxQueuedTasks > 0 || quotas.dailyCharacters > 0 || maxTaskBytes > 0) {
-      const early = admissionRefusal(
-        await usageInOneRead(this.db, accountId, day, maxTaskBytes > 0),
-        task.characters,
-        quotas,
-        maxTaskBytes,
-      );
-      if (early !== undefined) return early;
-    }
+    const early = await this.refusalBeforeAdmission(accountId, task.characters, quotas, day, maxTaskBytes);
+    if (early !== undefined) return early;
     return this.db.transaction().execute(async (trx): Promise<Admission> => {
       await lockAccount(trx, accountId);
       const usage = await usageInOneRead(trx, accountId, day, maxTaskBytes > 0);

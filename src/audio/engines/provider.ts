@@ -73,7 +73,7 @@ export interface ProviderSettings {
   remoteEndpoints: Record<string, RemoteEndpoint>;
   /** Synthesis worker threads of an embedded engine (default min(2, cores)). */
   synthesisThreads?: number;
-  /** Where espeak-ng's and Flite's batch pieces are spoken (the batch synthesis process); none: in this process. */
+  /** Where espeak-ng's and Flite's batch pieces are spoken (the batch process); none: in this process. */
   batchHost?: BatchSynthesisHost;
   /** Time limits of each engine call. */
   timeouts: EngineTimeouts;
