@@ -1,6 +1,7 @@
 /** Service entry point: validated config → app → listen; graceful shutdown on SIGINT/SIGTERM; SIGHUP rescans MODELS_DIR. */
 import { openDatabaseFor } from './adapters.js';
 import { ConfigError, loadConfig } from './config/config.js';
+import { widenHeapGrowth } from './common/heap-growth.js';
 import { chooseLogFormat, prettyLogStream } from './http/log-format.js';
 import { localUrl, removeServerFile, writeServerFile } from './http/server-file.js';
 
@@ -8,6 +9,8 @@ import { localUrl, removeServerFile, writeServerFile } from './http/server-file.
 let closing = false;
 
 async function main(): Promise<void> {
+  // Before anything is loaded: the limits of every heap are computed with it from the start.
+  widenHeapGrowth();
   let config;
   try {
     config = loadConfig();
