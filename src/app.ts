@@ -180,6 +180,8 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       voices,
       accounts,
       http,
+      // The sessions are made next; the runner asks only once it has started.
+      (taskId) => opened.stream?.streaming(taskId) === true,
     );
     opened.runner = runner;
     const stream = buildStreams(config, adapters, engines, tasks, pieceAudio);
@@ -459,6 +461,7 @@ function buildTasks(
   voices: VoiceService,
   accounts: AccountService,
   http: FastifyInstance,
+  listened: (taskId: string) => boolean,
 ): { tasks: TaskService; runner: TaskRunner; pieceAudio: FsPieceAudioStore; timings: TimingService } {
   const taskStore = new TaskStore(adapters.database.db);
   const pieceAudio = new FsPieceAudioStore(
@@ -476,6 +479,7 @@ function buildTasks(
     blobs: adapters.blobs,
     encoders: engines.encoders,
     engineFor: (binding) => engines.synthesis.engineFor(binding),
+    listened,
     events: adapters.events,
     concurrency: config.generationConcurrency,
     shortLane:

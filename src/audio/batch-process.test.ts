@@ -10,7 +10,7 @@ import {
 } from './engines/engine.js';
 import { createEspeakEngine } from './engines/espeak.engine.js';
 import { fliteProvider } from './engines/flite.provider.js';
-import { BatchProcess } from './batch-process.js';
+import { BatchProcess, type BatchWorkerHost } from './batch-process.js';
 import { encodePiece } from './continuous-encoder.js';
 import { createEncoderPool, type EncoderPool } from './encoder-pool.js';
 
@@ -25,10 +25,6 @@ const local = createEspeakEngine({ threads: 2 });
 after(async () => {
   await Promise.all([remote.close(), local.close()]);
   await host.close();
-  setTimeout(() => {
-    const hp = host as unknown as { ports: Map<number, unknown>; nextPort: number };
-    console.error('HANDLES', [...hp.ports.keys()], hp.nextPort);
-  }, 3000).unref();
 });
 
 async function speak(
@@ -93,6 +89,17 @@ describe('batch process', () => {
     const { pcm } = await speak(remote, { interactive: true });
     assert.ok(pcm.length > 44_100);
     assert.equal(host.runsSent, sentBefore);
+  });
+
+  it('keeps the pieces of a call someone listens to in this process, from when they listen', async () => {
+    const before = host.runsSent;
+    await speak(remote, { listened: () => true });
+    assert.equal(host.runsSent, before);
+    let asked = 0;
+    const { marks } = await speak(remote, { listened: () => ++asked > 1 });
+    assert.ok(asked > 2, `asked for ${asked} pieces`);
+    assert.equal(host.runsSent, before + 1, 'only the piece queued before the listener came');
+    assert.deepEqual(summary(marks), summary((await speak(local)).marks));
   });
 
   it(
@@ -193,6 +200,31 @@ describe('batch process', () => {
       assert.ok(there.encoded.audioSeconds > 0, 'the remote worker reports what it encoded');
     } finally {
       await Promise.all([there.close(), here.close()]);
+    }
+  });
+
+  it('encodes a stream someone listens to in this process', async () => {
+    let started = 0;
+    const counting: BatchWorkerHost = {
+      startWorker: (url, data) => {
+        started++;
+        return host.startWorker(url, data);
+      },
+    };
+    const pool = createEncoderPool({ size: 1, batchHost: counting });
+    const pcm = new Int16Array(44_100).fill(1000);
+    try {
+      assert.equal(pool.hostsBatch, true);
+      const listened = pool.open({ listened: true });
+      await listened.encode(pcm.slice());
+      assert.ok((await listened.finish()).length > 0);
+      assert.equal(started, 0, 'no worker of the batch process');
+      const batch = pool.open();
+      await batch.encode(pcm.slice());
+      assert.ok((await batch.finish()).length > 0);
+      assert.equal(started, 1);
+    } finally {
+      await pool.close();
     }
   });
 

@@ -40,6 +40,18 @@ export interface EncoderPoolOptions {
   batchHost?: BatchWorkerHost;
 }
 
+/** How a stream is encoded: see EncoderPool.open. */
+export interface EncoderOpenOptions {
+  interactive?: boolean;
+  listened?: boolean;
+}
+
+/**
+ * Which workers a stream goes to: the interactive one, this process's batch workers, or the batch
+ * workers of the batch host.
+ */
+type SlotKind = 'interactive' | 'batch' | 'hosted';
+
 /** A pool of encoder workers; `open()` assigns a new stream to the least-loaded worker. */
 export interface EncoderPool {
   readonly size: number;
@@ -48,9 +60,13 @@ export interface EncoderPool {
   /**
    * Opens a new MP3 stream. `interactive`: a client is waiting on it (a one-shot, a short task):
    * it gets the pool's interactive worker, which runs at normal priority and never queues behind
-   * the batch encoding of long tasks and live sessions.
+   * the batch encoding of long tasks and live sessions. `listened`: batch work someone listens to
+   * live, encoded in this process's batch workers even when the other batch work is hosted
+   * elsewhere (the batch process, at a lower priority).
    */
-  open(options?: { interactive?: boolean }): Mp3Encoder;
+  open(options?: EncoderOpenOptions): Mp3Encoder;
+  /** Batch streams nobody listens to are encoded by the batch host (at a lower priority). */
+  readonly hostsBatch: boolean;
   /** MP3 streams open now (not yet finished or aborted) on every worker: fault tests check none leaks. */
   readonly openStreams: number;
   /** Audio encoded since the pool started, and the workers' seconds spent on it (metrics: realtime factor). */
@@ -165,15 +181,16 @@ class Slot {
     url: URL,
     onExit: (slot: Slot) => void,
     encoded: EncoderPool['encoded'],
-    /** The interactive worker (normal priority, only interactive streams), or a batch one. */
-    readonly interactive: boolean,
+    /** The interactive worker (normal priority, only interactive streams), or a batch one, here or hosted. */
+    readonly kind: SlotKind,
     lame: LameBuild,
     host: BatchWorkerHost | undefined,
   ) {
+    const interactive = kind === 'interactive';
     this.worker =
-      host === undefined || interactive
-        ? startModuleWorker(url, { interactive, lame })
-        : host.startWorker(url, { interactive, lame });
+      host !== undefined && kind === 'hosted'
+        ? host.startWorker(url, { interactive, lame })
+        : startModuleWorker(url, { interactive, lame });
     this.worker.on('message', (message) => {
       const reply = message as EncoderReply;
       if (reply.ok) {
@@ -228,13 +245,23 @@ class WorkerEncoderPool implements EncoderPool {
     // Workers start with the first stream of their kind: an idle service holds none.
   }
 
+  get hostsBatch(): boolean {
+    return this.batchHost !== undefined;
+  }
+
   get openStreams(): number {
     return this.slots.reduce((sum, slot) => sum + slot.streams.size, 0);
   }
 
-  open(options: { interactive?: boolean } = {}): Mp3Encoder {
+  open(options: EncoderOpenOptions = {}): Mp3Encoder {
     if (this.closed) throw new Error('encoder pool is closed');
-    const slot = this.pick(options.interactive === true);
+    const kind: SlotKind =
+      options.interactive === true
+        ? 'interactive'
+        : this.batchHost !== undefined && options.listened !== true
+          ? 'hosted'
+          : 'batch';
+    const slot = this.pick(kind);
     const stream = new Stream(this.nextId++, slot);
     slot.streams.set(stream.id, stream);
     slot.post({ op: 'open', id: stream.id }, []);
@@ -257,28 +284,20 @@ class WorkerEncoderPool implements EncoderPool {
   }
 
   /** The least-loaded worker of the kind, starting the kind's workers when they are not there. */
-  private pick(interactive: boolean): Slot {
-    const want = interactive ? 1 : this.size;
-    let have = this.slots.filter((s) => s.interactive === interactive).length;
-    for (; have < want; have++) this.slots.push(this.spawn(interactive));
+  private pick(kind: SlotKind): Slot {
+    const want = kind === 'interactive' ? 1 : this.size;
+    let have = this.slots.filter((s) => s.kind === kind).length;
+    for (; have < want; have++) this.slots.push(this.spawn(kind));
     let slot: Slot | undefined;
     for (const s of this.slots) {
-      if (s.interactive === interactive && (slot === undefined || s.streams.size < slot.streams.size))
-        slot = s;
+      if (s.kind === kind && (slot === undefined || s.streams.size < slot.streams.size)) slot = s;
     }
     if (slot === undefined) throw new Error('encoder pool has no workers');
     return slot;
   }
 
-  private spawn(interactive: boolean): Slot {
-    return new Slot(
-      this.url,
-      (slot) => this.onExit(slot),
-      this.encoded,
-      interactive,
-      this.lame,
-      this.batchHost,
-    );
+  private spawn(kind: SlotKind): Slot {
+    return new Slot(this.url, (slot) => this.onExit(slot), this.encoded, kind, this.lame, this.batchHost);
   }
 
   private onExit(slot: Slot): void {
@@ -295,7 +314,7 @@ class WorkerEncoderPool implements EncoderPool {
       new AppError('TTS_GENERATE_FAILED', 'MP3 encoder worker stopped unexpectedly', { cause: slot.crash }),
     );
     // Workers of the kind start again on the next open; the streams moved here start them now.
-    for (const s of movable) this.move(s, this.pick(slot.interactive));
+    for (const s of movable) this.move(s, this.pick(slot.kind));
   }
 
   /** Gives an unanswered stream to another worker: its open again, then its first call, if sent. */

@@ -61,7 +61,9 @@ export async function* fullTaskAudio(
       return;
     }
   }
-  yield* encodeContinuous(orderedPieces(deps, taskId, pieces, signal), deps.encoders.open(), signal);
+  // A session's encoding has a reader: never the batch process's, whatever the task.
+  const encoder = deps.encoders.open({ listened: true });
+  yield* encodeContinuous(orderedPieces(deps, taskId, pieces, signal), encoder, signal);
 }
 
 /**
@@ -82,5 +84,5 @@ export async function* contentAudio(
     return;
   }
   const bytes = await deps.pieces.openPiece(taskId, idx, signal);
-  yield* encodePiece(pcmChunks(bytes), deps.encoders.open(), signal);
+  yield* encodePiece(pcmChunks(bytes), deps.encoders.open({ listened: true }), signal);
 }

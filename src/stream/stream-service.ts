@@ -139,6 +139,8 @@ export interface StreamService {
   relayRuns(): number;
   /** Live sessions on this node now (fault tests check none is left behind). */
   liveSessions(): number;
+  /** Whether a live session of `taskId` is on this node (someone streams it now or did lately). */
+  streaming(taskId: string): boolean;
   /** Requests reading this node's live sessions now. */
   listeners(): number;
   /** Destroys every session (pipelines aborted, cache files deleted, timers cleared). */
@@ -237,6 +239,10 @@ class DefaultStreamService implements StreamService {
 
   liveSessions(): number {
     return this.registryNow?.size ?? 0;
+  }
+
+  streaming(taskId: string): boolean {
+    return this.registryNow?.hasTask(taskId) === true;
   }
 
   listeners(): number {

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { encodePiece } from '../audio/continuous-encoder.js';
 import { createEncoderPool } from '../audio/encoder-pool.js';
+import { startModuleWorker } from '../common/worker-url.js';
 import { isAppError } from '../errors/app-error.js';
 import { FsPieceAudioStore } from './piece-audio.fs.js';
 import { batchedPieceStates, type PieceStatus } from './piece-audio.js';
@@ -29,6 +30,12 @@ async function writePiece(store: FsPieceAudioStore, taskId: string, idx: number)
   await writer.append(new Int16Array([1, 2, 3, 4]));
   await writer.finish();
   store.pieceRecorded(taskId, idx);
+}
+
+async function readAll(reader: NodeJS.ReadableStream): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const chunk of reader) parts.push(chunk as Buffer);
+  return Buffer.concat(parts);
 }
 
 /** Sets the times of a task's folder and files `ageMs` into the past. */
@@ -208,12 +215,6 @@ describe('readers waiting for pieces (batched state lookups)', () => {
 });
 
 describe('engine MP3 of a piece', () => {
-  async function readAll(reader: NodeJS.ReadableStream): Promise<Buffer> {
-    const parts: Buffer[] = [];
-    for await (const chunk of reader) parts.push(chunk as Buffer);
-    return Buffer.concat(parts);
-  }
-
   it('is kept next to the PCM, followed while it grows, and read complete once recorded', async () => {
     const events = new MemoryTaskEvents();
     let status: PieceStatus = { piece: 'waiting', taskUnfinished: true };
@@ -276,12 +277,6 @@ describe('engine MP3 of a piece', () => {
 });
 
 describe('the MP3 of a piece encoded while it is written (one encode per piece)', () => {
-  async function readAll(reader: NodeJS.ReadableStream): Promise<Buffer> {
-    const parts: Buffer[] = [];
-    for await (const chunk of reader) parts.push(chunk as Buffer);
-    return Buffer.concat(parts);
-  }
-
   it('is the canonical encoding of the PCM, followed live, complete once finished', async () => {
     const encoders = createEncoderPool({ size: 1 });
     try {
@@ -312,6 +307,57 @@ describe('the MP3 of a piece encoded while it is written (one encode per piece)'
       const complete = await store.openPieceMp3('t', 0, new AbortController().signal);
       assert.ok(complete);
       assert.ok((await readAll(complete)).equals(expectedMp3));
+    } finally {
+      await encoders.close();
+    }
+  });
+
+  it('is not followed while another process encodes it, unless someone listened at its start', async () => {
+    // Batch encoders hosted elsewhere (the batch process in the service; threads here).
+    const encoders = createEncoderPool({ size: 1, batchHost: { startWorker: startModuleWorker } });
+    try {
+      const store = new FsPieceAudioStore(join(dir, 'hosted'), new MemoryTaskEvents(), async () => ({
+        piece: 'waiting',
+        taskUnfinished: true,
+      }));
+      const signal = new AbortController().signal;
+      const hosted = await store.startPiece('t', 0, { kind: 'encode', encoders, signal });
+      const listened = await store.startPiece('t', 1, { kind: 'encode', encoders, signal, listened: true });
+      assert.equal(await store.openPieceMp3('t', 0, signal), null, 'readers encode the PCM themselves');
+      assert.equal(await store.openCanonicalMp3('t', 0, signal), null);
+      const live = await store.openCanonicalMp3('t', 1, signal);
+      assert.ok(live, 'a listened piece is encoded here and followed');
+      live.resume();
+      for (const writer of [hosted, listened]) {
+        await writer.append(new Int16Array(4410));
+        await writer.finish();
+      }
+      // A listener came: the rest is encoded here, from the piece's first sample, and followed.
+      const moving = await store.startPiece('t', 2, { kind: 'encode', encoders, signal });
+      const pcm = Int16Array.from({ length: 44_100 }, (_, n) => Math.round(8000 * Math.sin(n / 20)));
+      await moving.append(pcm.slice(0, 20_000));
+      assert.equal(await store.openCanonicalMp3('t', 2, signal), null);
+      moving.encodeHere();
+      let followed = await store.openCanonicalMp3('t', 2, signal);
+      for (let tries = 0; followed === null && tries < 200; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        followed = await store.openCanonicalMp3('t', 2, new AbortController().signal);
+      }
+      assert.ok(followed, 'followed once encoded here');
+      const reading = readAll(followed);
+      await moving.append(pcm.slice(20_000));
+      await moving.finish();
+      const expected: Uint8Array[] = [];
+      for await (const bytes of encodePiece([pcm], encoders.open({ listened: true }))) expected.push(bytes);
+      const whole = await reading;
+      assert.ok(whole.equals(Buffer.concat(expected)), 'the encoding of the whole piece, byte for byte');
+      assert.ok((await readAll(store.readCompleteMp3('t', 2))).equals(whole));
+
+      const merged = await store.startMergedMp3('t', false);
+      assert.equal(await store.openMergedMp3('t', 0, signal), null);
+      merged.fail(new Error('not needed'));
+      await store.startMergedMp3('t');
+      assert.ok(await store.openMergedMp3('t', 0, signal));
     } finally {
       await encoders.close();
     }

@@ -28,12 +28,17 @@ interface LivePiece {
   mp3: FsGrowingFile | null;
   /** Its MP3 is the canonical encoding of its PCM, made here (not an engine's own MP3). */
   encodedHere: boolean;
+  /**
+   * Live readers may follow its MP3: false while the batch process encodes it, at a lower priority
+   * than a reader's own encoding of the PCM.
+   */
+  followable: boolean;
 }
 
 export class FsPieceAudioStore implements PieceAudioStore {
   private readonly live = new Map<string, LivePiece>();
   /** The growing merged MP3 of each task being generated in this process. */
-  private readonly liveMerged = new Map<string, FsGrowingFile>();
+  private readonly liveMerged = new Map<string, { file: FsGrowingFile; followable: boolean }>();
 
   constructor(
     private readonly root: string,
@@ -63,13 +68,13 @@ export class FsPieceAudioStore implements PieceAudioStore {
   }
 
   /** Starts (or restarts) writing a task's merged MP3; any earlier file of it is discarded. */
-  async startMergedMp3(taskId: string): Promise<MergedMp3Writer> {
+  async startMergedMp3(taskId: string, followable = true): Promise<MergedMp3Writer> {
     await mkdir(this.dir(taskId), { recursive: true, mode: OWNER_DIR_MODE });
     await rm(this.mergedPath(taskId), { force: true });
     const cache = new FsGrowingFile({ dir: this.dir(taskId), name: 'task.mp3' });
-    this.liveMerged.set(taskId, cache);
+    this.liveMerged.set(taskId, { file: cache, followable });
     const forget = () => {
-      if (this.liveMerged.get(taskId) === cache) this.liveMerged.delete(taskId);
+      if (this.liveMerged.get(taskId)?.file === cache) this.liveMerged.delete(taskId);
     };
     return {
       append: (mp3) => cache.append(mp3),
@@ -110,22 +115,58 @@ export class FsPieceAudioStore implements PieceAudioStore {
       mp3:
         mp3Source.kind === 'none' ? null : new FsGrowingFile({ dir: this.dir(taskId), name: `${idx}.mp3` }),
       encodedHere: mp3Source.kind === 'encode',
+      followable:
+        mp3Source.kind !== 'encode' ||
+        !mp3Source.encoders.hostsBatch ||
+        mp3Source.interactive === true ||
+        mp3Source.listened === true,
     };
     this.live.set(key, piece);
     this.events.changed(taskId);
     // The encoding follows the PCM as it is written and ends with it; a failed piece stops it.
-    const stopEncoding = new AbortController();
-    const encoding =
-      mp3Source.kind === 'encode'
-        ? this.encodeWhileWritten(piece, mp3Source, AbortSignal.any([mp3Source.signal, stopEncoding.signal]))
-        : undefined;
-    encoding?.catch(() => undefined); // reported by finish(), or moot after fail()
+    let stopEncoding = new AbortController();
+    const encode = (source: Extract<PieceMp3Source, { kind: 'encode' }>) => {
+      const started = this.encodeWhileWritten(
+        piece,
+        source,
+        AbortSignal.any([source.signal, stopEncoding.signal]),
+      );
+      started.catch(() => undefined); // reported by finish(), or moot after fail()
+      return started;
+    };
+    let encoding = mp3Source.kind === 'encode' ? encode(mp3Source) : undefined;
+    /** encodeHere() was called: the piece's MP3 is followable once its new file is in place. */
+    let movedHere = false;
     return {
       append: (pcm) => piece.pcm.append(new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength)),
       appendMp3: (mp3) => {
         if (mp3Source.kind !== 'engine' || piece.mp3 === null)
           return Promise.reject(new Error(`piece ${key} was started without engine MP3`));
         return piece.mp3.append(mp3);
+      },
+      encodeHere: () => {
+        if (piece.followable || movedHere || mp3Source.kind !== 'encode') return;
+        movedHere = true;
+        const hosted = { stop: stopEncoding, encoding, mp3: piece.mp3 };
+        const here = (stopEncoding = new AbortController());
+        encoding = (async () => {
+          hosted.stop.abort(new Error('encoded in the service instead'));
+          await hosted.encoding?.catch(() => undefined);
+          // Nobody read it (not followable): its partial file goes, the same name starts again.
+          await hosted.mp3?.destroy();
+          const mp3 = new FsGrowingFile({ dir: this.dir(taskId), name: `${idx}.mp3` });
+          piece.mp3 = mp3;
+          piece.followable = true;
+          if (here.signal.aborted) {
+            // The piece failed meanwhile (fail() reached the old file): this one fails too.
+            const err = here.signal.reason instanceof Error ? here.signal.reason : new Error('piece failed');
+            mp3.fail(err);
+            throw err;
+          }
+          this.events.changed(taskId);
+          await encode({ ...mp3Source, listened: true });
+        })();
+        encoding.catch(() => undefined);
       },
       finish: async () => {
         await piece.pcm.finish();
@@ -152,7 +193,10 @@ export class FsPieceAudioStore implements PieceAudioStore {
     if (mp3 === null) throw new Error('an encoded piece keeps its MP3');
     const pcm = piece.pcm.createReadStream(0, null, signal);
     pcm.on('error', () => undefined); // iteration reports it
-    const encoder = source.encoders.open({ interactive: source.interactive === true });
+    const encoder = source.encoders.open({
+      interactive: source.interactive === true,
+      listened: source.listened === true,
+    });
     for await (const bytes of encodePiece(pcmChunks(pcm), encoder, signal)) {
       await mp3.append(bytes);
     }
@@ -182,7 +226,8 @@ export class FsPieceAudioStore implements PieceAudioStore {
     const opened = await this.whenStarted(taskId, signal, async () => {
       const found = await this.locate(taskId, idx);
       if (found === undefined) return undefined;
-      if (found !== 'complete') return { reader: found.mp3?.createReadStream(0, null, signal) ?? null };
+      if (found !== 'complete')
+        return { reader: found.followable ? (found.mp3?.createReadStream(0, null, signal) ?? null) : null };
       const kept = await access(this.mp3Path(taskId, idx)).then(
         () => true,
         () => false,
@@ -196,7 +241,8 @@ export class FsPieceAudioStore implements PieceAudioStore {
     const opened = await this.whenStarted(taskId, signal, async () => {
       const found = await this.locate(taskId, idx);
       if (found === undefined) return undefined;
-      if (found === 'complete' || !found.encodedHere || found.mp3 === null) return { reader: null };
+      if (found === 'complete' || !found.encodedHere || !found.followable || found.mp3 === null)
+        return { reader: null };
       return { reader: found.mp3.createReadStream(0, null, signal) };
     });
     return opened.reader;
@@ -205,7 +251,8 @@ export class FsPieceAudioStore implements PieceAudioStore {
   async openMergedMp3(taskId: string, firstIdx: number, signal: AbortSignal): Promise<Readable | null> {
     const opened = await this.whenStarted(taskId, signal, async () => {
       if ((await this.locate(taskId, firstIdx)) === undefined) return undefined;
-      return { reader: this.liveMerged.get(taskId)?.createReadStream(0, null, signal) ?? null };
+      const merged = this.liveMerged.get(taskId);
+      return { reader: merged?.followable === true ? merged.file.createReadStream(0, null, signal) : null };
     });
     return opened.reader;
   }

@@ -76,7 +76,14 @@ export function batchedPieceStates(lookupMany: PieceStatesLookup): PieceStateLoo
 /** Where a piece's MP3 comes from while it is written. */
 export type PieceMp3Source =
   /** Encoded here from the piece's PCM as it arrives (the canonical 320 kbps encoding). */
-  | { kind: 'encode'; encoders: EncoderPool; signal: AbortSignal; interactive?: boolean }
+  | {
+      kind: 'encode';
+      encoders: EncoderPool;
+      signal: AbortSignal;
+      interactive?: boolean;
+      /** Someone listens to the task live: encoded in this process (EncoderPool.open). */
+      listened?: boolean;
+    }
   /** The engine's own MP3, given through `appendMp3`. */
   | { kind: 'engine' }
   /** None kept: readers encode the PCM themselves (what pieces written before this had). */
@@ -87,6 +94,12 @@ export interface PieceWriter {
   append(pcm: Int16Array): Promise<void>;
   /** Appends engine MP3 bytes unchanged; only for a piece whose MP3 source is the engine. */
   appendMp3(mp3: Uint8Array): Promise<void>;
+  /**
+   * Someone listens to the task now: a piece whose MP3 the batch process encodes is encoded again
+   * here from its first sample (its PCM is on disk), and live readers may follow it from then on.
+   * The batch process's encoding would otherwise hold the task's next piece, at its priority.
+   */
+  encodeHere(): void;
   /** Completes the piece's PCM, then its MP3 (the encoding's end, or the engine's). */
   finish(): Promise<void>;
   fail(err: Error): void;
@@ -103,22 +116,23 @@ export interface PieceAudioSource {
    * The MP3 of a piece (its canonical encoding, or the engine's own for an instruct/design piece), like
    * openPiece: waits until the piece has started (or is complete) and returns a stream of those
    * bytes that follows the piece while it is generated; null when the piece keeps no MP3 (started
-   * with `none`, or written before MP3s were kept beside the PCM). Rejects like openPiece.
+   * with `none`, or written before MP3s were kept beside the PCM) or while its MP3 is made by the
+   * batch process, at a lower priority than a reader's own encoding. Rejects like openPiece.
    */
   openPieceMp3(taskId: string, idx: number, signal: AbortSignal): Promise<Readable | null>;
   /**
    * The canonical MP3 of a piece being generated on this node (the encoding of its PCM made
    * while it is written), following it from its first byte: waits like openPiece until the piece
    * has started; null when this node is not writing one for it (complete already, an engine's
-   * own MP3, or none kept), and the reader then encodes the PCM itself.
+   * own MP3, none kept, or made by the batch process), and the reader then encodes the PCM itself.
    */
   openCanonicalMp3(taskId: string, idx: number, signal: AbortSignal): Promise<Readable | null>;
   /**
    * The merged MP3 of a task of several pieces being generated on this node (every piece and
    * silence through one encoder, made while the pieces are written), following it from its first
    * byte: waits like openPiece until piece `firstIdx` has started (generation starts the merged
-   * MP3 before its first piece); null when this node is not writing it, and the reader then
-   * encodes the pieces itself.
+   * MP3 before its first piece); null when this node is not writing it (or the batch process
+   * encodes it), and the reader then encodes the pieces itself.
    */
   openMergedMp3(taskId: string, firstIdx: number, signal: AbortSignal): Promise<Readable | null>;
 }
@@ -143,8 +157,11 @@ export interface PieceAudioStore extends PieceAudioSource {
   readComplete(taskId: string, idx: number, signal?: AbortSignal): Readable;
   /** The complete MP3 of a piece generated on this node (generation stores it as the piece's audio). */
   readCompleteMp3(taskId: string, idx: number, signal?: AbortSignal): Readable;
-  /** Starts (or restarts) writing a task's merged MP3; any earlier file of it is discarded. */
-  startMergedMp3(taskId: string): Promise<MergedMp3Writer>;
+  /**
+   * Starts (or restarts) writing a task's merged MP3; any earlier file of it is discarded.
+   * `followable` false: it is encoded by the batch process, and live readers do not follow it.
+   */
+  startMergedMp3(taskId: string, followable?: boolean): Promise<MergedMp3Writer>;
   /** The complete merged MP3 of a task generated on this node (generation stores it as the task's audio). */
   readCompleteMergedMp3(taskId: string, signal?: AbortSignal): Readable;
   /**

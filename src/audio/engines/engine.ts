@@ -33,6 +33,12 @@ export interface SynthesisRequest {
   interactive?: boolean;
   /** Whose work this is (an account id): engines that queue work share their threads fairly between owners. */
   owner?: string;
+  /**
+   * Whether someone listens to this call's audio live now, asked as each of its pieces is queued:
+   * batch work someone listens to stays in the service's own threads when the rest of the batch
+   * work runs in the batch process, at a lower priority (docs/architecture.md, The batch process).
+   */
+  listened?: () => boolean;
   /** Seconds of its task's audio before this text: engines that queue work serve tasks further behind first. */
   startsAt?: number;
   /**

@@ -103,11 +103,13 @@ export class SentenceWorkers {
     task: SentenceTask,
     options: SynthesisQueueOptions,
     ports: readonly MessagePort[] = [],
+    listened = false,
   ): Promise<unknown> {
     const interactive = options.interactive === true;
-    // With a batch host, batch work is not here: the batch threads are free for interactive pieces.
+    // With a batch host, batch work nobody listens to is not here: the batch threads are free for
+    // interactive pieces and for the batch pieces of live listeners.
     const toLane = interactive && this.batchInPool >= this.threads && this.inLane < INTERACTIVE_LANE_DEPTH;
-    const toHost = !interactive && this.batchHost !== undefined;
+    const toHost = !interactive && !listened && this.batchHost !== undefined;
     const transfer = { transferList: [task.port, ...ports] };
     const done = toLane
       ? this.interactiveLane.run(task, transfer)
@@ -173,6 +175,7 @@ export class SentenceWorkers {
             { ...taskFor(piece, i), port, ...(chain !== undefined && { chain }) },
             { interactive: req.interactive === true, owner: req.owner, rank },
             ports,
+            req.listened?.() === true,
           ),
         chain !== undefined,
       );

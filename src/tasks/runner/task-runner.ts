@@ -65,6 +65,11 @@ export interface TaskRunnerDeps {
   blobs: BlobStore;
   encoders: EncoderPool;
   engineFor(binding: VoiceBinding): SpeechEngine;
+  /**
+   * Whether someone streams the task live on this node: its batch work then stays in this
+   * process's threads when other batch work runs in the batch process. Absent = nobody.
+   */
+  listened?: ((taskId: string) => boolean) | undefined;
   /** Where each piece's timed sentences go as they are synthesised; absent = none recorded. */
   timings?: TimingStore | undefined;
   events: TaskEvents;
@@ -464,13 +469,20 @@ export class TaskRunner {
     // (its per-content stream and stored audio); the PCM decoded from the same call feeds the
     // full-task stream and the merged audio like any other piece.
     const forwardMp3 = params.instruct_mode === true ? engine.synthesizeMp3 : undefined;
+    const listened = (): boolean => this.deps.listened?.(task.id) === true;
     // The piece's MP3 is made while it is synthesised (or is the engine's own): its per-content
     // stream forwards those bytes and they are stored below, so a piece is encoded once.
     const writer = await pieceAudio.startPiece(
       task.id,
       piece.idx,
       forwardMp3 === undefined
-        ? { kind: 'encode', encoders, signal, interactive: this.isShort(task.characters) }
+        ? {
+            kind: 'encode',
+            encoders,
+            signal,
+            interactive: this.isShort(task.characters),
+            listened: listened(),
+          }
         : { kind: 'engine' },
     );
     let samples = 0;
@@ -497,6 +509,7 @@ export class TaskRunner {
         // within an account the task furthest behind goes first.
         owner: task.account_id,
         startsAt,
+        listened,
       };
       // Timings are taken before the PCM is written (the writer may hand the array to the encoder)
       // and recorded after it, so a reader never sees a sentence ahead of its audio.
@@ -507,6 +520,7 @@ export class TaskRunner {
             samples += chunk.pcm.length;
             await writer.append(chunk.pcm);
           }
+          if (listened()) writer.encodeHere();
           await record(sentences);
         }
       } else {
@@ -559,7 +573,9 @@ export class TaskRunner {
       (JSON.parse(only.params) as PieceParams).instruct_mode !== true
     )
       return { stored: Promise.resolve(undefined) };
-    const writer = await pieceAudio.startMergedMp3(task.id);
+    // Decided once: a listener who comes later encodes the pieces in its own session.
+    const listened = this.deps.listened?.(task.id) === true;
+    const writer = await pieceAudio.startMergedMp3(task.id, !encoders.hostsBatch || listened);
     // Lazily: each piece is opened once the encoder reaches it (waiting for it to start).
     const sources = async function* (): AsyncIterable<ContinuousPiece> {
       for (const p of pieces) {
@@ -571,7 +587,7 @@ export class TaskRunner {
     };
     const stored = (async () => {
       try {
-        for await (const mp3 of encodeContinuous(sources(), encoders.open(), signal))
+        for await (const mp3 of encodeContinuous(sources(), encoders.open({ listened }), signal))
           await writer.append(mp3);
         await writer.finish();
       } catch (err) {
