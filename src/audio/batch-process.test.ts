@@ -214,7 +214,8 @@ describe('batch process', () => {
     const pool = createEncoderPool({ size: 1, batchHost: counting });
     const pcm = new Int16Array(44_100).fill(1000);
     try {
-      assert.equal(pool.hostsBatch, true);
+      assert.equal(pool.hosted(), true);
+      assert.equal(pool.hosted({ listened: true }), false);
       const listened = pool.open({ listened: true });
       await listened.encode(pcm.slice());
       assert.ok((await listened.finish()).length > 0);

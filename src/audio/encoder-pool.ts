@@ -65,8 +65,8 @@ export interface EncoderPool {
    * elsewhere (the batch process, at a lower priority).
    */
   open(options?: EncoderOpenOptions): Mp3Encoder;
-  /** Batch streams nobody listens to are encoded by the batch host (at a lower priority). */
-  readonly hostsBatch: boolean;
+  /** Whether a stream opened with `options` is encoded by the batch host (at a lower priority). */
+  hosted(options?: EncoderOpenOptions): boolean;
   /** MP3 streams open now (not yet finished or aborted) on every worker: fault tests check none leaks. */
   readonly openStreams: number;
   /** Audio encoded since the pool started, and the workers' seconds spent on it (metrics: realtime factor). */
@@ -245,8 +245,8 @@ class WorkerEncoderPool implements EncoderPool {
     // Workers start with the first stream of their kind: an idle service holds none.
   }
 
-  get hostsBatch(): boolean {
-    return this.batchHost !== undefined;
+  hosted(options: EncoderOpenOptions = {}): boolean {
+    return this.batchHost !== undefined && options.interactive !== true && options.listened !== true;
   }
 
   get openStreams(): number {
@@ -256,11 +256,7 @@ class WorkerEncoderPool implements EncoderPool {
   open(options: EncoderOpenOptions = {}): Mp3Encoder {
     if (this.closed) throw new Error('encoder pool is closed');
     const kind: SlotKind =
-      options.interactive === true
-        ? 'interactive'
-        : this.batchHost !== undefined && options.listened !== true
-          ? 'hosted'
-          : 'batch';
+      options.interactive === true ? 'interactive' : this.hosted(options) ? 'hosted' : 'batch';
     const slot = this.pick(kind);
     const stream = new Stream(this.nextId++, slot);
     slot.streams.set(stream.id, stream);

@@ -115,11 +115,7 @@ export class FsPieceAudioStore implements PieceAudioStore {
       mp3:
         mp3Source.kind === 'none' ? null : new FsGrowingFile({ dir: this.dir(taskId), name: `${idx}.mp3` }),
       encodedHere: mp3Source.kind === 'encode',
-      followable:
-        mp3Source.kind !== 'encode' ||
-        !mp3Source.encoders.hostsBatch ||
-        mp3Source.interactive === true ||
-        mp3Source.listened === true,
+      followable: mp3Source.kind !== 'encode' || !mp3Source.encoders.hosted(mp3Source),
     };
     this.live.set(key, piece);
     this.events.changed(taskId);

@@ -175,7 +175,8 @@ export class SentenceWorkers {
             { ...taskFor(piece, i), port, ...(chain !== undefined && { chain }) },
             { interactive: req.interactive === true, owner: req.owner, rank },
             ports,
-            req.listened?.() === true,
+            // Asked only where it decides something: with a batch host.
+            this.batchHost !== undefined && req.listened?.() === true,
           ),
         chain !== undefined,
       );

@@ -469,7 +469,8 @@ export class TaskRunner {
     // (its per-content stream and stored audio); the PCM decoded from the same call feeds the
     // full-task stream and the merged audio like any other piece.
     const forwardMp3 = params.instruct_mode === true ? engine.synthesizeMp3 : undefined;
-    const listened = (): boolean => this.deps.listened?.(task.id) === true;
+    // Only asked while batch work can leave the process (the batch process): a lookup per chunk.
+    const listened = (): boolean => encoders.hosted() && this.deps.listened?.(task.id) === true;
     // The piece's MP3 is made while it is synthesised (or is the engine's own): its per-content
     // stream forwards those bytes and they are stored below, so a piece is encoded once.
     const writer = await pieceAudio.startPiece(
@@ -574,8 +575,8 @@ export class TaskRunner {
     )
       return { stored: Promise.resolve(undefined) };
     // Decided once: a listener who comes later encodes the pieces in its own session.
-    const listened = this.deps.listened?.(task.id) === true;
-    const writer = await pieceAudio.startMergedMp3(task.id, !encoders.hostsBatch || listened);
+    const listened = encoders.hosted() && this.deps.listened?.(task.id) === true;
+    const writer = await pieceAudio.startMergedMp3(task.id, !encoders.hosted({ listened }));
     // Lazily: each piece is opened once the encoder reaches it (waiting for it to start).
     const sources = async function* (): AsyncIterable<ContinuousPiece> {
       for (const p of pieces) {
