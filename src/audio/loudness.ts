@@ -230,32 +230,24 @@ export class GainStage {
   /** The samples made final by `pcm` (fewer than it, or none, at the start of a call). */
   process(pcm: Int16Array): Int16Array {
     const out = new Int16Array(Math.max(0, Math.min(pcm.length, this.count + pcm.length - (this.l - 1))));
-    let o = 0;
-    for (let i = 0; i < pcm.length; i++) {
-      const y = this.push(pcm[i] ?? 0);
-      if (y !== undefined) out[o++] = y;
-    }
+    this.run(pcm, pcm.length, out);
     return out;
   }
 
   /** The samples still held, at the end of the call. */
   flush(): Int16Array {
     const out = new Int16Array(Math.min(this.count, this.l - 1));
-    let o = 0;
     // Past the end is silence: it needs no reduction, and pushes the held samples out.
-    for (let i = 0; i < this.l - 1; i++) {
-      const y = this.push(0);
-      if (y !== undefined) out[o++] = y;
-    }
+    this.run(undefined, this.l - 1, out);
     return out;
   }
 
-  /** The gain for the current input level: the full gain, but a raise fades out at the noise floor. */
-  private gainAtLevel(): number {
+  /** The gain for the input level `level`: the full gain, but a raise fades out at the noise floor. */
+  private gainAtLevel(level: number): number {
     // Speech is above the floor nearly all the time: no logarithm for it (this runs per sample).
-    if (this.gainDb <= 0 || this.level >= FLOOR_TOP) return this.gain;
-    if (this.level <= FLOOR_BOTTOM) return 1;
-    const db = this.level > 0 ? 20 * Math.log10(this.level / 32768) : -Infinity;
+    if (this.gainDb <= 0 || level >= FLOOR_TOP) return this.gain;
+    if (level <= FLOOR_BOTTOM) return 1;
+    const db = level > 0 ? 20 * Math.log10(level / 32768) : -Infinity;
     const share = Math.min(
       1,
       Math.max(0, (db - (NOISE_FLOOR_DBFS - NOISE_FLOOR_RANGE_DB)) / NOISE_FLOOR_RANGE_DB),
@@ -263,41 +255,68 @@ export class GainStage {
     return 10 ** ((this.gainDb * share) / 20);
   }
 
-  /** Takes one input sample; answers the sample l − 1 places before it, once there is one. */
-  private push(sample: number): number | undefined {
-    const l = this.l;
-    const n = this.count;
-    const slot = n % l;
-    // The limiter reckons with the full gain: the noise floor stage only ever gives less.
-    const x = sample * this.gain;
-    const need = Math.abs(x) > this.ceiling ? this.ceiling / Math.abs(x) : 1;
-    this.level = Math.max(Math.abs(sample), this.level * LEVEL_DECAY);
-    // The sample leaving the ring (n − l) has been answered already: its slot takes sample n.
-    this.held[slot] = sample;
-    this.need[slot] = need;
-    // Sliding minimum of the need over [n − l + 1, n].
-    const ring = this.deque.length;
-    while (this.tail !== this.head) {
-      const last = this.deque[(this.tail - 1 + ring) % ring]!;
-      if (this.need[last % l]! > need) this.tail = (this.tail - 1 + ring) % ring;
-      else break;
+  /**
+   * Takes `length` input samples (of `input`, or silence) one by one, and writes each answered
+   * sample — the one l − 1 places before the sample taken, once there is one — to `out` in order.
+   * This runs per sample of every call: the state lives in locals for the loop, and ring positions
+   * advance by a comparison instead of a remainder (up to a fifth less time per sample).
+   */
+  private run(input: Int16Array | undefined, length: number, out: Int16Array): void {
+    const { l, held, need: needs, deque, recent, gain, ceiling, release } = this;
+    const ring = deque.length;
+    let n = this.count;
+    let level = this.level;
+    let head = this.head;
+    let tail = this.tail;
+    let envelope = this.envelope;
+    let recentSum = this.recentSum;
+    let floorGain = this.floorGain;
+    /** n's place in the rings of l (held, need, recent). */
+    let slot = n % l;
+    let o = 0;
+    for (let i = 0; i < length; i++) {
+      const sample = input === undefined ? 0 : input[i]!;
+      // The limiter reckons with the full gain: the noise floor stage only ever gives less.
+      const x = sample * gain;
+      const need = Math.abs(x) > ceiling ? ceiling / Math.abs(x) : 1;
+      level = Math.max(Math.abs(sample), level * LEVEL_DECAY);
+      // The sample leaving the ring (n − l) has been answered already: its slot takes sample n.
+      held[slot] = sample;
+      needs[slot] = need;
+      // Sliding minimum of the need over [n − l + 1, n]; a position p of it sits at slot − (n − p).
+      while (tail !== head) {
+        const before = tail === 0 ? ring - 1 : tail - 1;
+        const at = slot - (n - deque[before]!);
+        if (needs[at < 0 ? at + l : at]! > need) tail = before;
+        else break;
+      }
+      deque[tail] = n;
+      tail = tail + 1 === ring ? 0 : tail + 1;
+      const first = deque[head]!;
+      if (first <= n - l) head = head + 1 === ring ? 0 : head + 1;
+      const j = n - (l - 1);
+      const headAt = slot - (n - deque[head]!);
+      n++;
+      // j's place, (n − l + 1) mod l, is the next sample's.
+      slot = slot + 1 === l ? 0 : slot + 1;
+      if (j < 0) continue;
+      // Held minimum of the window starting at j, with the slow release.
+      const windowMin = needs[headAt < 0 ? headAt + l : headAt]!;
+      envelope = Math.min(windowMin, envelope + (1 - envelope) * release);
+      recentSum += envelope - recent[slot]!;
+      recent[slot] = envelope;
+      const g = Math.min(1, recentSum / l);
+      // The level covers sample j and the l − 1 after it: the raise is back before speech starts.
+      floorGain += (this.gainAtLevel(level) - floorGain) * FLOOR_SMOOTHING;
+      const y = held[slot]! * floorGain * g;
+      out[o++] = Math.max(-32768, Math.min(32767, Math.round(y)));
     }
-    this.deque[this.tail] = n;
-    this.tail = (this.tail + 1) % ring;
-    if (this.deque[this.head]! <= n - l) this.head = (this.head + 1) % ring;
-    this.count = n + 1;
-    const j = n - (l - 1);
-    if (j < 0) return undefined;
-    // Held minimum of the window starting at j, with the slow release.
-    const windowMin = this.need[this.deque[this.head]! % l]!;
-    this.envelope = Math.min(windowMin, this.envelope + (1 - this.envelope) * this.release);
-    const r = j % l;
-    this.recentSum += this.envelope - this.recent[r]!;
-    this.recent[r] = this.envelope;
-    const g = Math.min(1, this.recentSum / l);
-    // The level covers sample j and the l − 1 after it: the raise is back before speech starts.
-    this.floorGain += (this.gainAtLevel() - this.floorGain) * FLOOR_SMOOTHING;
-    const y = this.held[j % l]! * this.floorGain * g;
-    return Math.max(-32768, Math.min(32767, Math.round(y)));
+    this.count = n;
+    this.level = level;
+    this.head = head;
+    this.tail = tail;
+    this.envelope = envelope;
+    this.recentSum = recentSum;
+    this.floorGain = floorGain;
   }
 }
