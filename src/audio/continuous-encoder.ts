@@ -68,7 +68,8 @@ async function* encodeAll(
   }
 }
 
-function silenceSamples(seconds: number): number {
+/** Samples of `seconds` of silence between two pieces (a finite, non-negative duration). */
+export function silenceSamples(seconds: number): number {
   if (!Number.isFinite(seconds) || seconds < 0)
     throw new RangeError(`silence must be a finite, non-negative duration, got ${seconds}`);
   return samplesFor(seconds);

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { ffmpegErrors, probeAudio } from '../../test/helpers/audio-check.js';
 import { isAppError } from '../errors/app-error.js';
@@ -58,6 +61,51 @@ for (const lame of builds) {
       const whole = await encodeChunked(pool.open(), pcm, [pcm.length]);
       for (const sizes of [[1152 * 10], [1000], [4410, 17, 3333, 1152]]) {
         assert.deepEqual(await encodeChunked(pool.open(), pcm, sizes), whole, `chunking ${sizes.join(',')}`);
+      }
+    });
+
+    it('writes a stream to a file from PCM read from files, to the same bytes', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'encoder-file-'));
+      try {
+        const [a, b] = [signal(44100 + 301), signal(30000)];
+        const gap = new Int16Array(7000);
+        const expected = await encodeChunked(pool.open(), Int16Array.from([...a, ...gap, ...b]), [11520]);
+        const [pathA, pathB, out] = ['a.pcm', 'b.pcm', 'out.mp3'].map((f) => join(dir, f)) as [
+          string,
+          string,
+          string,
+        ];
+        await writeFile(pathA, a);
+        await writeFile(pathB, b);
+        const encoder = pool.openToFile(out);
+        // Ranges as a growing file hands them over: uneven, whole samples.
+        for (const [offset, length] of [
+          [0, 2],
+          [2, 40_000],
+          [40_002, a.byteLength - 40_002],
+        ] as const)
+          await encoder.encodeRange(pathA, offset, length);
+        await encoder.encode(gap);
+        await encoder.encodeRange(pathB, 0, b.byteLength);
+        const size = await encoder.finish();
+        assert.deepEqual(new Uint8Array(await readFile(out)), new Uint8Array(expected));
+        assert.equal(size, expected.length);
+        assert.equal((await stat(out)).mode & 0o777, 0o600);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('fails a file stream whose PCM range is not there, and its worker goes on', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'encoder-file-'));
+      try {
+        await writeFile(join(dir, 'short.pcm'), signal(100));
+        const encoder = pool.openToFile(join(dir, 'out.mp3'));
+        await assert.rejects(encoder.encodeRange(join(dir, 'short.pcm'), 0, 400), /ends before byte 400/);
+        await assert.rejects(pool.openToFile(join(dir, 'out2.mp3')).encodeRange(join(dir, 'none'), 0, 2));
+        assert.ok((await encodeChunked(pool.open(), signal(2000), [1000])).length > 0);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
       }
     });
 

@@ -28,6 +28,21 @@ export interface Mp3Encoder {
   abort(): void;
 }
 
+/**
+ * One MP3 stream written to a file by its worker: its PCM read from files there (`encodeRange`) or
+ * sent (`encode`, for silences), so that audio encoded by the batch process never passes through
+ * the main thread. One call in flight, as Mp3Encoder.
+ */
+export interface Mp3FileEncoder {
+  /** Encodes `length` bytes (whole samples) of canonical PCM of the file at `path`, from `offset`. */
+  encodeRange(path: string, offset: number, length: number): Promise<void>;
+  encode(pcm: Int16Array): Promise<void>;
+  /** Flushes the encoder into the file and closes it; resolves with the file's size. */
+  finish(): Promise<number>;
+  /** Drops the stream; the file is left as it is (the caller removes it). Idempotent. */
+  abort(): void;
+}
+
 /** Options of `createEncoderPool`. */
 export interface EncoderPoolOptions {
   /** Worker threads; default min(2, availableParallelism()). */
@@ -65,6 +80,8 @@ export interface EncoderPool {
    * elsewhere (the batch process, at a lower priority).
    */
   open(options?: EncoderOpenOptions): Mp3Encoder;
+  /** Opens a new MP3 stream, as `open`, that its worker writes to the file `out` (see Mp3FileEncoder). */
+  openToFile(out: string, options?: EncoderOpenOptions): Mp3FileEncoder;
   /** Whether a stream opened with `options` is encoded by the batch host (at a lower priority). */
   hosted(options?: EncoderOpenOptions): boolean;
   /** MP3 streams open now (not yet finished or aborted) on every worker: fault tests check none leaks. */
@@ -103,11 +120,19 @@ class Stream implements Mp3Encoder {
   unanswered = true;
   /** Moved once already: a second lost worker fails it (a request that kills workers stops there). */
   moved = false;
+  /** Bytes its worker wrote to its file so far (a stream opened with `out`). */
+  written = 0;
 
   constructor(
     readonly id: number,
     public slot: Slot,
+    /** Sent to open it (again, on a replacement worker). */
+    readonly opening: Extract<EncoderRequest, { op: 'open' }>,
   ) {}
+
+  encodeRange(path: string, offset: number, length: number): Promise<Uint8Array> {
+    return this.call({ op: 'encode-file', id: this.id, path, offset, length }, []);
+  }
 
   encode(pcm: Int16Array): Promise<Uint8Array> {
     // Transfer when the array owns its buffer; copy a view so the caller's other data survives.
@@ -144,6 +169,7 @@ class Stream implements Mp3Encoder {
     this.unanswered = false;
     if (reply.ok) {
       if (this.state === 'closed') this.slot.streams.delete(this.id);
+      if (reply.written !== undefined) this.written = reply.written;
       p?.resolve(reply.mp3);
     } else {
       const err = new AppError('TTS_GENERATE_FAILED', `MP3 encoding failed: ${reply.error}`);
@@ -254,13 +280,31 @@ class WorkerEncoderPool implements EncoderPool {
   }
 
   open(options: EncoderOpenOptions = {}): Mp3Encoder {
+    return this.openStream(options);
+  }
+
+  openToFile(out: string, options: EncoderOpenOptions = {}): Mp3FileEncoder {
+    const stream = this.openStream(options, out);
+    return {
+      encodeRange: async (path, offset, length) => void (await stream.encodeRange(path, offset, length)),
+      encode: async (pcm) => void (await stream.encode(pcm)),
+      finish: async () => {
+        await stream.finish();
+        return stream.written;
+      },
+      abort: () => stream.abort(),
+    };
+  }
+
+  private openStream(options: EncoderOpenOptions, out?: string): Stream {
     if (this.closed) throw new Error('encoder pool is closed');
     const kind: SlotKind =
       options.interactive === true ? 'interactive' : this.hosted(options) ? 'hosted' : 'batch';
     const slot = this.pick(kind);
-    const stream = new Stream(this.nextId++, slot);
+    const id = this.nextId++;
+    const stream = new Stream(id, slot, { op: 'open', id, ...(out !== undefined && { out }) });
     slot.streams.set(stream.id, stream);
-    slot.post({ op: 'open', id: stream.id }, []);
+    slot.post(stream.opening, []);
     return stream;
   }
 
@@ -318,7 +362,7 @@ class WorkerEncoderPool implements EncoderPool {
     stream.moved = true;
     stream.slot = to;
     to.streams.set(stream.id, stream);
-    to.post({ op: 'open', id: stream.id }, []);
+    to.post(stream.opening, []);
     const replay = stream.pending?.replay;
     if (replay !== undefined) to.post(replay, []);
   }

@@ -3,7 +3,9 @@
  * never runs on the event loop. The build (native addon or wasm) is the pool's choice, passed in
  * workerData; both produce the same bytes (see lame-stream.ts).
  */
+import { closeSync, openSync, readSync, writeSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
+import { OWNER_FILE_MODE } from '../common/owner-only.js';
 import type { EncoderReply, EncoderRequest } from './encoder-protocol.js';
 import { openLameStream, type LameBuild, type LameStream } from './lame-stream.js';
 import { lowerThreadPriority } from '../common/worker-priority.js';
@@ -22,6 +24,42 @@ if (data.interactive !== true) lowerThreadPriority();
 const build: LameBuild = data.lame ?? 'wasm';
 
 const instances = new Map<number, Promise<LameStream>>();
+/** The MP3 file of each stream opened with `out`, and the bytes written to it. */
+const outputs = new Map<number, { fd: number; written: number }>();
+
+/** Whole samples of canonical PCM from `path` (a file this worker only reads). */
+function readPcm(path: string, offset: number, length: number): Int16Array {
+  if (offset % 2 !== 0 || length % 2 !== 0) throw new Error('PCM ranges are whole samples');
+  const pcm = new Int16Array(length / 2);
+  const bytes = new Uint8Array(pcm.buffer);
+  const fd = openSync(path, 'r');
+  try {
+    for (let at = 0; at < length;) {
+      const read = readSync(fd, bytes, at, length - at, offset + at);
+      if (read === 0) throw new Error(`${path} ends before byte ${offset + length}`);
+      at += read;
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return pcm;
+}
+
+/** Appends `mp3` to the stream's file, if it has one; answers what the reply carries. */
+function output(id: number, mp3: Uint8Array): { mp3: Uint8Array; written?: number } {
+  const file = outputs.get(id);
+  if (file === undefined) return { mp3 };
+  for (let at = 0; at < mp3.length;) at += writeSync(file.fd, mp3, at, mp3.length - at);
+  file.written += mp3.length;
+  return { mp3: new Uint8Array(0), written: file.written };
+}
+
+/** Closes the stream's file, if it has one (its bytes stay where they are: the pool decides). */
+function closeOutput(id: number): void {
+  const file = outputs.get(id);
+  outputs.delete(id);
+  if (file !== undefined) closeSync(file.fd);
+}
 
 function reply(msg: EncoderReply): void {
   if (msg.ok) {
@@ -41,15 +79,27 @@ async function handle(req: EncoderRequest): Promise<void> {
       // A failed open is reported by the next encode/finish that awaits it, not as an unhandled rejection.
       lame.catch(() => undefined);
       instances.set(req.id, lame);
+      if (req.out !== undefined) {
+        try {
+          outputs.set(req.id, { fd: openSync(req.out, 'w', OWNER_FILE_MODE), written: 0 });
+        } catch (err) {
+          // Reported by the stream's next call, like a failed open.
+          const failed = Promise.reject(err instanceof Error ? err : new Error(String(err)));
+          failed.catch(() => undefined);
+          instances.set(req.id, failed);
+        }
+      }
       return;
     }
     case 'abort': {
       const lame = instances.get(req.id);
       instances.delete(req.id);
+      closeOutput(req.id);
       lame?.then((l) => l.close()).catch(() => undefined);
       return;
     }
     case 'encode':
+    case 'encode-file':
     case 'finish': {
       const lame = instances.get(req.id);
       if (lame === undefined) {
@@ -61,16 +111,20 @@ async function handle(req: EncoderRequest): Promise<void> {
         const started = performance.now();
         let out: Uint8Array;
         let samples = 0;
-        if (req.op === 'encode') {
-          samples = req.pcm.length;
-          out = instance.encode(req.pcm);
-        } else {
+        if (req.op === 'finish') {
           instances.delete(req.id);
           out = instance.finish();
+        } else {
+          const pcm = req.op === 'encode' ? req.pcm : readPcm(req.path, req.offset, req.length);
+          samples = pcm.length;
+          out = instance.encode(pcm);
         }
-        reply({ id: req.id, ok: true, mp3: out, samples, ms: performance.now() - started });
+        const written = output(req.id, out);
+        if (req.op === 'finish') closeOutput(req.id);
+        reply({ id: req.id, ok: true, ...written, samples, ms: performance.now() - started });
       } catch (err) {
         instances.delete(req.id);
+        closeOutput(req.id);
         lame.then((l) => l.close()).catch(() => undefined);
         reply({ id: req.id, ok: false, error: err instanceof Error ? err.message : String(err) });
       }

@@ -5,7 +5,7 @@ import { access, mkdtemp, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { encodePiece } from '../audio/continuous-encoder.js';
+import { encodeContinuous, encodePiece, type ContinuousPiece } from '../audio/continuous-encoder.js';
 import { createEncoderPool } from '../audio/encoder-pool.js';
 import { startModuleWorker } from '../common/worker-url.js';
 import { isAppError } from '../errors/app-error.js';
@@ -353,9 +353,30 @@ describe('the MP3 of a piece encoded while it is written (one encode per piece)'
       assert.ok(whole.equals(Buffer.concat(expected)), 'the encoding of the whole piece, byte for byte');
       assert.ok((await readAll(store.readCompleteMp3('t', 2))).equals(whole));
 
-      const merged = await store.startMergedMp3('t', false);
-      assert.equal(await store.openMergedMp3('t', 0, signal), null);
-      merged.fail(new Error('not needed'));
+      // What the other side wrote from the PCM files: the same bytes as encoding them here.
+      const here = async (pieces: ContinuousPiece[]): Promise<Buffer> => {
+        const out: Uint8Array[] = [];
+        for await (const bytes of encodeContinuous(pieces, encoders.open({ listened: true })))
+          out.push(bytes);
+        return Buffer.concat(out);
+      };
+      const silence = new Int16Array(4410);
+      const hostedMp3 = await readAll(store.readCompleteMp3('t', 0));
+      assert.ok(hostedMp3.equals(await here([{ pcm: [silence], silenceAfterSeconds: 0 }])));
+      const order = [
+        { idx: 0, silenceAfterSeconds: 0.5 },
+        { idx: 1, silenceAfterSeconds: 0.25 },
+        { idx: 2, silenceAfterSeconds: 3 },
+      ];
+      await store.encodeMergedInHost('t', order, encoders, signal);
+      assert.equal(await store.openMergedMp3('t', 0, signal), null, 'not followed');
+      const expectedMerged = await here([
+        { pcm: [silence], silenceAfterSeconds: 0.5 },
+        { pcm: [silence], silenceAfterSeconds: 0.25 },
+        { pcm: [pcm], silenceAfterSeconds: 3 },
+      ]);
+      assert.ok((await readAll(store.readCompleteMergedMp3('t'))).equals(expectedMerged));
+      store.mergedDone('t');
       await store.startMergedMp3('t');
       assert.ok(await store.openMergedMp3('t', 0, signal));
     } finally {

@@ -8,7 +8,8 @@ import { createReadStream } from 'node:fs';
 import { access, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { encodePiece } from '../audio/continuous-encoder.js';
+import { ENCODE_BLOCK_SAMPLES, encodePiece, silenceSamples } from '../audio/continuous-encoder.js';
+import type { EncoderPool, Mp3FileEncoder } from '../audio/encoder-pool.js';
 import { pcmChunks } from '../audio/pcm-stream.js';
 import { OWNER_DIR_MODE } from '../common/owner-only.js';
 import { AppError } from '../errors/app-error.js';
@@ -22,9 +23,16 @@ import type {
 } from './piece-audio.js';
 import type { TaskEvents } from './queue/task-events.js';
 
+/**
+ * Most PCM one file-read encoding call asks its worker for (~3 s): a piece's whole PCM may already
+ * be there when its encoding starts, and the worker reads a range into memory at once.
+ */
+const MAX_FILE_RANGE_BYTES = 256 * 1024;
+
 /** The growing files of a piece being generated in this process. */
 interface LivePiece {
   pcm: FsGrowingFile;
+  /** Its MP3 as this process writes it; null when none is kept, or while the batch process writes it. */
   mp3: FsGrowingFile | null;
   /** Its MP3 is the canonical encoding of its PCM, made here (not an engine's own MP3). */
   encodedHere: boolean;
@@ -37,8 +45,11 @@ interface LivePiece {
 
 export class FsPieceAudioStore implements PieceAudioStore {
   private readonly live = new Map<string, LivePiece>();
-  /** The growing merged MP3 of each task being generated in this process. */
-  private readonly liveMerged = new Map<string, { file: FsGrowingFile; followable: boolean }>();
+  /**
+   * The merged MP3 of each task being generated in this process: a growing file readers may
+   * follow, or null while the batch process writes it.
+   */
+  private readonly liveMerged = new Map<string, { file: FsGrowingFile | null }>();
 
   constructor(
     private readonly root: string,
@@ -68,11 +79,11 @@ export class FsPieceAudioStore implements PieceAudioStore {
   }
 
   /** Starts (or restarts) writing a task's merged MP3; any earlier file of it is discarded. */
-  async startMergedMp3(taskId: string, followable = true): Promise<MergedMp3Writer> {
+  async startMergedMp3(taskId: string): Promise<MergedMp3Writer> {
     await mkdir(this.dir(taskId), { recursive: true, mode: OWNER_DIR_MODE });
     await rm(this.mergedPath(taskId), { force: true });
     const cache = new FsGrowingFile({ dir: this.dir(taskId), name: 'task.mp3' });
-    this.liveMerged.set(taskId, { file: cache, followable });
+    this.liveMerged.set(taskId, { file: cache });
     const forget = () => {
       if (this.liveMerged.get(taskId)?.file === cache) this.liveMerged.delete(taskId);
     };
@@ -84,6 +95,42 @@ export class FsPieceAudioStore implements PieceAudioStore {
         cache.fail(err);
       },
     };
+  }
+
+  /**
+   * Writes a task's merged MP3 in the batch process (`encoders` hosts the stream): every piece's
+   * PCM, in order, read there from its file as it grows, with each piece's silence before the next
+   * one (none after the last): the same bytes as encoding the pieces here. Resolves once the file
+   * is complete; live readers do not follow it (they encode the pieces themselves).
+   */
+  async encodeMergedInHost(
+    taskId: string,
+    pieces: readonly { idx: number; silenceAfterSeconds: number }[],
+    encoders: EncoderPool,
+    signal: AbortSignal,
+  ): Promise<void> {
+    await mkdir(this.dir(taskId), { recursive: true, mode: OWNER_DIR_MODE });
+    await rm(this.mergedPath(taskId), { force: true });
+    const entry = { file: null };
+    this.liveMerged.set(taskId, entry);
+    const encoder = encoders.openToFile(this.mergedPath(taskId));
+    try {
+      let silenceBefore = 0;
+      for (const piece of pieces) {
+        for (let left = silenceSamples(silenceBefore); left > 0; left -= ENCODE_BLOCK_SAMPLES)
+          await encoder.encode(new Int16Array(Math.min(left, ENCODE_BLOCK_SAMPLES)));
+        const found = await this.whenFound(taskId, signal, () => this.locate(taskId, piece.idx));
+        const path = this.path(taskId, piece.idx);
+        if (found === 'complete') await encodeFileRange(encoder, path, 0, (await stat(path)).size, signal);
+        else await encodeWhileGrowing(encoder, found.pcm, signal);
+        silenceBefore = piece.silenceAfterSeconds;
+      }
+      await encoder.finish();
+    } catch (err) {
+      encoder.abort();
+      if (this.liveMerged.get(taskId) === entry) this.liveMerged.delete(taskId);
+      throw err;
+    }
   }
 
   /** The complete merged MP3 of a task generated on this node (generation stores it as the task's audio). */
@@ -110,23 +157,28 @@ export class FsPieceAudioStore implements PieceAudioStore {
     await mkdir(this.dir(taskId), { recursive: true, mode: OWNER_DIR_MODE });
     await rm(this.path(taskId, idx), { force: true });
     await rm(this.mp3Path(taskId, idx), { force: true });
+    // Encoded by the batch process: it reads the PCM from the file and writes the MP3 itself.
+    const hosted = mp3Source.kind === 'encode' && mp3Source.encoders.hosted(mp3Source);
     const piece: LivePiece = {
-      pcm: new FsGrowingFile({ dir: this.dir(taskId), name: `${idx}.pcm` }),
+      // Nobody follows a hosted piece's PCM while it is written (a listener first moves it here).
+      pcm: new FsGrowingFile({ dir: this.dir(taskId), name: `${idx}.pcm` }, hosted ? { tailBytes: 0 } : {}),
       mp3:
-        mp3Source.kind === 'none' ? null : new FsGrowingFile({ dir: this.dir(taskId), name: `${idx}.mp3` }),
+        mp3Source.kind === 'none' || hosted
+          ? null
+          : new FsGrowingFile({ dir: this.dir(taskId), name: `${idx}.mp3` }),
       encodedHere: mp3Source.kind === 'encode',
-      followable: mp3Source.kind !== 'encode' || !mp3Source.encoders.hosted(mp3Source),
+      followable: !hosted,
     };
     this.live.set(key, piece);
     this.events.changed(taskId);
     // The encoding follows the PCM as it is written and ends with it; a failed piece stops it.
     let stopEncoding = new AbortController();
     const encode = (source: Extract<PieceMp3Source, { kind: 'encode' }>) => {
-      const started = this.encodeWhileWritten(
-        piece,
-        source,
-        AbortSignal.any([source.signal, stopEncoding.signal]),
-      );
+      const signal = AbortSignal.any([source.signal, stopEncoding.signal]);
+      // Followable: encoded here (from the start, or since encodeHere).
+      const started = piece.followable
+        ? this.encodeWhileWritten(piece, source, signal)
+        : this.encodeInHost(piece, source, this.mp3Path(taskId, idx), signal);
       started.catch(() => undefined); // reported by finish(), or moot after fail()
       return started;
     };
@@ -143,13 +195,14 @@ export class FsPieceAudioStore implements PieceAudioStore {
       encodeHere: () => {
         if (piece.followable || movedHere || mp3Source.kind !== 'encode') return;
         movedHere = true;
-        const hosted = { stop: stopEncoding, encoding, mp3: piece.mp3 };
+        const inHost = { stop: stopEncoding, encoding };
         const here = (stopEncoding = new AbortController());
         encoding = (async () => {
-          hosted.stop.abort(new Error('encoded in the service instead'));
-          await hosted.encoding?.catch(() => undefined);
+          inHost.stop.abort(new Error('encoded in the service instead'));
+          await inHost.encoding?.catch(() => undefined);
           // Nobody read it (not followable): its partial file goes, the same name starts again.
-          await hosted.mp3?.destroy();
+          // Unlinked first: a write the batch process still makes lands in the old file.
+          await rm(this.mp3Path(taskId, idx), { force: true });
           const mp3 = new FsGrowingFile({ dir: this.dir(taskId), name: `${idx}.mp3` });
           piece.mp3 = mp3;
           piece.followable = true;
@@ -177,6 +230,26 @@ export class FsPieceAudioStore implements PieceAudioStore {
         this.events.changed(taskId);
       },
     };
+  }
+
+  /** Has the batch process encode a piece's PCM file into its MP3 file while the PCM is written. */
+  private async encodeInHost(
+    piece: LivePiece,
+    source: Extract<PieceMp3Source, { kind: 'encode' }>,
+    mp3Path: string,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const encoder = source.encoders.openToFile(mp3Path, {
+      interactive: source.interactive === true,
+      listened: source.listened === true,
+    });
+    try {
+      await encodeWhileGrowing(encoder, piece.pcm, signal);
+      await encoder.finish();
+    } catch (err) {
+      encoder.abort();
+      throw err;
+    }
   }
 
   /** Encodes a piece's PCM into its MP3 file while the PCM is written (one encoder per piece). */
@@ -247,8 +320,8 @@ export class FsPieceAudioStore implements PieceAudioStore {
   async openMergedMp3(taskId: string, firstIdx: number, signal: AbortSignal): Promise<Readable | null> {
     const opened = await this.whenStarted(taskId, signal, async () => {
       if ((await this.locate(taskId, firstIdx)) === undefined) return undefined;
-      const merged = this.liveMerged.get(taskId);
-      return { reader: merged?.followable === true ? merged.file.createReadStream(0, null, signal) : null };
+      const merged = this.liveMerged.get(taskId)?.file;
+      return { reader: merged?.createReadStream(0, null, signal) ?? null };
     });
     return opened.reader;
   }
@@ -262,26 +335,36 @@ export class FsPieceAudioStore implements PieceAudioStore {
     signal: AbortSignal,
     attempt: () => Promise<{ reader: R } | undefined>,
   ): Promise<{ reader: R }> {
+    const opened = await this.whenFound(taskId, signal, attempt);
+    // Consumers iterate the reader later (the encoder takes a piece once the previous one is
+    // done): an abort before then destroys it with an 'error' event nobody listens to yet, which
+    // would be an uncaughtException. Iteration still reports the error.
+    opened.reader?.on('error', () => undefined);
+    return opened;
+  }
+
+  /** Retries `attempt` at every change of the task until it answers something, and returns that. */
+  private async whenFound<T>(
+    taskId: string,
+    signal: AbortSignal,
+    attempt: () => Promise<T | undefined>,
+  ): Promise<T> {
     for (;;) {
       signal.throwIfAborted();
       // Subscribe before reading state so a change in between is not missed; unsubscribe on return.
       const subscription = new AbortController();
       const change = this.events.nextChange(taskId, AbortSignal.any([signal, subscription.signal]));
       change.catch(() => undefined);
-      let opened: { reader: R } | undefined;
+      let found: T | undefined;
       try {
-        opened = await attempt();
+        found = await attempt();
       } catch (err) {
         subscription.abort();
         throw err;
       }
-      if (opened !== undefined) {
+      if (found !== undefined) {
         subscription.abort();
-        // Consumers iterate the reader later (the encoder takes a piece once the previous one is
-        // done): an abort before then destroys it with an 'error' event nobody listens to yet,
-        // which would be an uncaughtException. Iteration still reports the error.
-        opened.reader?.on('error', () => undefined);
-        return opened;
+        return found;
       }
       await change;
     }
@@ -368,4 +451,37 @@ function readUntilAborted(path: string, signal: AbortSignal | undefined): Readab
   const stream = createReadStream(path, signal === undefined ? {} : { signal });
   stream.on('error', () => undefined);
   return stream;
+}
+
+/** Encodes `length` bytes of the PCM file at `path` from `offset`, in ranges a worker reads at once. */
+async function encodeFileRange(
+  encoder: Mp3FileEncoder,
+  path: string,
+  offset: number,
+  length: number,
+  signal: AbortSignal,
+): Promise<void> {
+  for (let at = offset, end = offset + length; at < end;) {
+    signal.throwIfAborted();
+    const n = Math.min(end - at, MAX_FILE_RANGE_BYTES);
+    await encoder.encodeRange(path, at, n);
+    at += n;
+  }
+}
+
+/** Encodes a piece's PCM file as it is written, to its end (or its failure). */
+async function encodeWhileGrowing(
+  encoder: Mp3FileEncoder,
+  pcm: FsGrowingFile,
+  signal: AbortSignal,
+): Promise<void> {
+  for (let at = 0; ;) {
+    await pcm.waitFor(at + 1, signal);
+    if (pcm.error !== null) throw pcm.error;
+    if (pcm.isDestroyed) throw new Error(`${pcm.path} was removed while it was encoded`);
+    const end = pcm.produced;
+    await encodeFileRange(encoder, pcm.path, at, end - at, signal);
+    at = end;
+    if (pcm.finished && at >= pcm.produced) return;
+  }
 }

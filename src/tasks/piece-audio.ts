@@ -157,11 +157,20 @@ export interface PieceAudioStore extends PieceAudioSource {
   readComplete(taskId: string, idx: number, signal?: AbortSignal): Readable;
   /** The complete MP3 of a piece generated on this node (generation stores it as the piece's audio). */
   readCompleteMp3(taskId: string, idx: number, signal?: AbortSignal): Readable;
+  /** Starts (or restarts) writing a task's merged MP3; any earlier file of it is discarded. */
+  startMergedMp3(taskId: string): Promise<MergedMp3Writer>;
   /**
-   * Starts (or restarts) writing a task's merged MP3; any earlier file of it is discarded.
-   * `followable` false: it is encoded by the batch process, and live readers do not follow it.
+   * Writes (or writes again) a task's merged MP3 in the batch process, which `encoders` hosts:
+   * every piece's PCM in order, each followed by its silence except the last, read there from the
+   * piece files as they grow (the audio never passes through this process). Resolves once it is
+   * complete; live readers do not follow it.
    */
-  startMergedMp3(taskId: string, followable?: boolean): Promise<MergedMp3Writer>;
+  encodeMergedInHost(
+    taskId: string,
+    pieces: readonly { idx: number; silenceAfterSeconds: number }[],
+    encoders: EncoderPool,
+    signal: AbortSignal,
+  ): Promise<void>;
   /** The complete merged MP3 of a task generated on this node (generation stores it as the task's audio). */
   readCompleteMergedMp3(taskId: string, signal?: AbortSignal): Readable;
   /**

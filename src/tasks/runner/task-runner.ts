@@ -576,25 +576,11 @@ export class TaskRunner {
       return { stored: Promise.resolve(undefined) };
     // Decided once: a listener who comes later encodes the pieces in its own session.
     const listened = encoders.hosted() && this.deps.listened?.(task.id) === true;
-    const writer = await pieceAudio.startMergedMp3(task.id, !encoders.hosted({ listened }));
-    // Lazily: each piece is opened once the encoder reaches it (waiting for it to start).
-    const sources = async function* (): AsyncIterable<ContinuousPiece> {
-      for (const p of pieces) {
-        yield {
-          pcm: pcmChunks(await pieceAudio.openPiece(task.id, p.idx, signal)),
-          silenceAfterSeconds: (JSON.parse(p.params) as PieceParams).interval,
-        };
-      }
-    };
+    const encoded = encoders.hosted({ listened })
+      ? await this.encodeMergedInHost(task, pieces, signal)
+      : await this.encodeMergedHere(task, pieces, listened, signal);
     const stored = (async () => {
-      try {
-        for await (const mp3 of encodeContinuous(sources(), encoders.open({ listened }), signal))
-          await writer.append(mp3);
-        await writer.finish();
-      } catch (err) {
-        writer.fail(err instanceof Error ? err : new Error(String(err)));
-        throw err;
-      }
+      await encoded.done;
       try {
         const key = `tasks/${task.id}/audio.mp3`;
         const { size } = await blobs.put(
@@ -608,6 +594,54 @@ export class TaskRunner {
       }
     })();
     return { stored };
+  }
+
+  /**
+   * The merged audio encoded here while the pieces are written, into the task's merged MP3 file
+   * (which full-task streams follow); resolves once the file is started, with the encoding.
+   */
+  private async encodeMergedHere(
+    task: TaskRow,
+    pieces: TaskContentRow[],
+    listened: boolean,
+    signal: AbortSignal,
+  ): Promise<{ done: Promise<void> }> {
+    const { pieceAudio, encoders } = this.deps;
+    const writer = await pieceAudio.startMergedMp3(task.id);
+    // Lazily: each piece is opened once the encoder reaches it (waiting for it to start).
+    const sources = async function* (): AsyncIterable<ContinuousPiece> {
+      for (const p of pieces) {
+        yield {
+          pcm: pcmChunks(await pieceAudio.openPiece(task.id, p.idx, signal)),
+          silenceAfterSeconds: (JSON.parse(p.params) as PieceParams).interval,
+        };
+      }
+    };
+    const done = (async () => {
+      try {
+        for await (const mp3 of encodeContinuous(sources(), encoders.open({ listened }), signal))
+          await writer.append(mp3);
+        await writer.finish();
+      } catch (err) {
+        writer.fail(err instanceof Error ? err : new Error(String(err)));
+        throw err;
+      }
+    })();
+    return { done };
+  }
+
+  /** The merged audio encoded by the batch process from the pieces' files, as they are written. */
+  private encodeMergedInHost(
+    task: TaskRow,
+    pieces: TaskContentRow[],
+    signal: AbortSignal,
+  ): Promise<{ done: Promise<void> }> {
+    const order = pieces.map((p) => ({
+      idx: p.idx,
+      silenceAfterSeconds: (JSON.parse(p.params) as PieceParams).interval,
+    }));
+    const done = this.deps.pieceAudio.encodeMergedInHost(task.id, order, this.deps.encoders, signal);
+    return Promise.resolve({ done });
   }
 }
 
