@@ -87,6 +87,7 @@ async function handle(req: EncoderRequest): Promise<void> {
           const failed = Promise.reject(err instanceof Error ? err : new Error(String(err)));
           failed.catch(() => undefined);
           instances.set(req.id, failed);
+          lame.then((l) => l.close()).catch(() => undefined);
         }
       }
       return;

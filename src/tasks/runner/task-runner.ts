@@ -576,8 +576,9 @@ export class TaskRunner {
       return { stored: Promise.resolve(undefined) };
     // Decided once: a listener who comes later encodes the pieces in its own session.
     const listened = encoders.hosted() && this.deps.listened?.(task.id) === true;
+    // Hosted: the batch process reads the pieces' files and writes the merged file itself.
     const encoded = encoders.hosted({ listened })
-      ? await this.encodeMergedInHost(task, pieces, signal)
+      ? { done: pieceAudio.encodeMergedInHost(task.id, mergeOrder(pieces), encoders, signal) }
       : await this.encodeMergedHere(task, pieces, listened, signal);
     const stored = (async () => {
       await encoded.done;
@@ -629,20 +630,6 @@ export class TaskRunner {
     })();
     return { done };
   }
-
-  /** The merged audio encoded by the batch process from the pieces' files, as they are written. */
-  private encodeMergedInHost(
-    task: TaskRow,
-    pieces: TaskContentRow[],
-    signal: AbortSignal,
-  ): Promise<{ done: Promise<void> }> {
-    const order = pieces.map((p) => ({
-      idx: p.idx,
-      silenceAfterSeconds: (JSON.parse(p.params) as PieceParams).interval,
-    }));
-    const done = this.deps.pieceAudio.encodeMergedInHost(task.id, order, this.deps.encoders, signal);
-    return Promise.resolve({ done });
-  }
 }
 
 /** A task's merged audio as stored: its key and size. */
@@ -655,6 +642,14 @@ interface StoredMerged {
 interface GeneratedPiece {
   samples: number;
   audioKey: string | null;
+}
+
+/** The pieces in the merged audio's order, each with the silence that follows it. */
+function mergeOrder(pieces: TaskContentRow[]): { idx: number; silenceAfterSeconds: number }[] {
+  return pieces.map((p) => ({
+    idx: p.idx,
+    silenceAfterSeconds: (JSON.parse(p.params) as PieceParams).interval,
+  }));
 }
 
 function intervalSamples(piece: TaskContentRow): number {
