@@ -49,7 +49,8 @@ import { TimingStore } from './tasks/timings/timing-store.js';
 import type { RequestParser } from './tasks/requests/request-parser.js';
 import { workerPoolRequestParser } from './tasks/requests/request-parser.worker-pool.js';
 import { voiceRoutes } from './http/routes/voice.routes.js';
-import { createHttpServer } from './http/server.js';
+import { FinishedAudioProcess } from './http/finished-audio.process.js';
+import { createHttpServer, KEEP_ALIVE_TIMEOUT_MS } from './http/server.js';
 import { SplitterService } from './splitter/splitter-service.js';
 import { SplitterStore } from './splitter/splitter-store.js';
 import { createStreamService, type StreamService } from './stream/stream-service.js';
@@ -114,6 +115,8 @@ export interface App {
   rescanModels(): Promise<EngineInfo[]>;
   /** The Wyoming TTS server, listening (WYOMING_PORT); undefined when it is off. */
   wyoming: WyomingServer | undefined;
+  /** The finished-audio process (FINISHED_AUDIO_PROCESS); undefined when it is off. */
+  finishedAudio: FinishedAudioProcess | undefined;
   /** Stops accepting requests, then releases workers and the database. */
   close(): Promise<void>;
 }
@@ -142,6 +145,7 @@ const SHUTDOWN_GRACE_MS = 2_000;
  */
 interface Opened {
   engines?: Engines;
+  audioProcess?: FinishedAudioProcess;
   runner?: TaskRunner;
   stream?: StreamService;
   wyoming?: WyomingServer;
@@ -200,13 +204,33 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       timings,
       events: adapters.events,
     };
-    const adminToken = await registerRoutes(http, config, adapters, services, metrics.registry, engines);
+    const audioProcess = finishedAudioProcess(config, adapters.events);
+    opened.audioProcess = audioProcess;
+    const adminToken = await registerRoutes(
+      http,
+      config,
+      adapters,
+      services,
+      metrics.registry,
+      engines,
+      audioProcess,
+    );
     await http.ready();
     await runner.start();
     const wyoming = wyomingServer(config, adapters, services, http);
     opened.wyoming = wyoming;
     await wyoming?.listen();
-    return { http, config, adminToken, routes, services, rescanModels: engines.rescanModels, wyoming, close };
+    return {
+      http,
+      config,
+      adminToken,
+      routes,
+      services,
+      rescanModels: engines.rescanModels,
+      wyoming,
+      finishedAudio: audioProcess,
+      close,
+    };
   } catch (err) {
     await close().catch((closeErr: unknown) =>
       http.log.error({ err: closeErr }, 'teardown after a failed start'),
@@ -225,6 +249,8 @@ async function closeApp(http: FastifyInstance, adapters: Adapters, opened: Opene
   await opened.wyoming?.close();
   // Cut live streams first: a reader of a stuck task would otherwise hold http.close() open.
   await opened.stream?.close();
+  // So do the connections the finished-audio process holds (the server waits for them).
+  await opened.audioProcess?.close();
   // Requests still open a moment after the streams were cut (a client that half-closed its
   // socket, a stuck upload) must not hold shutdown until the keep-alive timeout: cut them.
   const force = setTimeout(() => http.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
@@ -233,6 +259,19 @@ async function closeApp(http: FastifyInstance, adapters: Adapters, opened: Opene
   await opened.runner?.stop();
   if (opened.engines !== undefined) await closeEngines(opened.engines);
   await adapters.close();
+}
+
+/**
+ * The finished-audio process when the configuration asks for it, told of every task deleted or
+ * given a new token (the bus is the node's own and closes with it: no unsubscribing).
+ */
+function finishedAudioProcess(config: AppConfig, events: TaskEvents): FinishedAudioProcess | undefined {
+  if (!config.finishedAudioProcess) return undefined;
+  const audioProcess = new FinishedAudioProcess(config.authCacheMs, KEEP_ALIVE_TIMEOUT_MS);
+  events.onAnnouncement((taskId, kind) => {
+    if (taskId === null || kind === 'deleted' || kind === 'token') audioProcess.forget(taskId);
+  });
+  return audioProcess;
 }
 
 async function closeEngines(engines: Engines): Promise<void> {
@@ -584,6 +623,7 @@ async function registerRoutes(
   services: Services,
   metrics: ServiceMetrics,
   engines: Engines,
+  audioProcess: FinishedAudioProcess | undefined,
 ): Promise<string | undefined> {
   const { tasks, stream, voices, accounts } = services;
   // Before any /v1 route: their errors are re-shaped as OpenAI's on the way out.
@@ -600,7 +640,9 @@ async function registerRoutes(
   await http.register(consoleRoutes({ publicUrl: config.publicUrl }));
   // The common finished-audio request answered before routing, where its answers are the routes'.
   const shortcut =
-    config.http.corsOrigins.length === 0 && config.http.trustProxy.length === 0 ? { metrics } : undefined;
+    config.http.corsOrigins.length === 0 && config.http.trustProxy.length === 0
+      ? { metrics, process: audioProcess }
+      : undefined;
   await http.register(audioRoutes(tasks, adapters.blobs, stream, { ...perAddress, shortcut }));
   // Stream endpoints: only the task's `auth` query token, never a bearer key.
   await http.register(streamRoutes(stream, perAddress));

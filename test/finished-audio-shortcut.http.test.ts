@@ -3,7 +3,6 @@
 // everything it does not decide (a wrong token, a deleted task, 304/412/416, the rate limit's 429)
 // is still answered by the routes.
 import assert from 'node:assert/strict';
-import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import {
   bearer,
@@ -13,43 +12,7 @@ import {
   waitForTask,
   type TestApp,
 } from './helpers/test-app.js';
-
-interface Answer {
-  status: number;
-  /** Header names in the order they were sent, lower-cased. */
-  names: string[];
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-}
-
-function get(base: string, path: string, headers: Record<string, string> = {}): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(`${base}${path}`, { headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          names: res.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase()),
-          headers: res.headers,
-          body: Buffer.concat(chunks),
-        }),
-      );
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-/** The `code` of an error answer's body. */
-const errorCode = (answer: Answer): unknown =>
-  (JSON.parse(answer.body.toString()) as { code?: unknown }).code;
-
-/** The same request in a spelling the shortcut leaves to the routes (`auth` percent-encoded). */
-const routed = (path: string) => path.replace('?auth=', '?%61uth=');
-
-/** Headers that differ between any two answers. */
-const VOLATILE = new Set(['date', 'x-service-app-request-id', 'x-ratelimit-remaining', 'x-ratelimit-reset']);
+import { errorCode, get, routed, VOLATILE } from './helpers/audio-answers.js';
 
 const LIMIT = 40;
 

@@ -111,6 +111,14 @@ describe('loadConfig: MP3 encoder build', () => {
   });
 });
 
+describe('loadConfig: finished-audio process', () => {
+  it('is off by default; on or off, and names anything else', () => {
+    assert.equal(loadConfig({}).finishedAudioProcess, false);
+    assert.equal(loadConfig({ FINISHED_AUDIO_PROCESS: 'on' }).finishedAudioProcess, true);
+    assert.match(problems({ FINISHED_AUDIO_PROCESS: 'yes' }).join('\n'), /FINISHED_AUDIO_PROCESS/);
+  });
+});
+
 describe('loadConfig: batch process', () => {
   it('is off by default at niceness 10; on takes a niceness of 0 to 19 and names anything else', () => {
     const defaults = loadConfig({});

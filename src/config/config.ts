@@ -127,6 +127,7 @@ const envSchema = z.object({
   SYNTHESIS_THREADS: intFrom(1, 64).optional(),
   /** Long tasks' synthesis (espeak-ng, Flite) and encoding in a process of their own at the lowest priority. */
   BATCH_PROCESS: z.enum(['on', 'off']).default('off'),
+  FINISHED_AUDIO_PROCESS: z.enum(['on', 'off']).default('off'),
   /** Niceness of every thread of the batch process (19: the lowest). */
   BATCH_PROCESS_NICENESS: intFrom(0, 19).default(10),
   ENCODER_THREADS: intFrom(1, 64).optional(),
@@ -285,6 +286,8 @@ export interface AppConfig {
   batchProcess: boolean;
   /** `BATCH_PROCESS_NICENESS`: of every thread of that process. */
   batchProcessNiceness: number;
+  /** `FINISHED_AUDIO_PROCESS`: players' connections for finished audio served by a process of their own. */
+  finishedAudioProcess: boolean;
   encoderThreads: number | undefined;
   /** `MP3_ENCODER`: which LAME build encodes (auto: native when the addon loads). */
   mp3Encoder: 'auto' | 'native' | 'wasm';
@@ -473,6 +476,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     synthesisThreads: e.SYNTHESIS_THREADS,
     batchProcess: e.BATCH_PROCESS === 'on',
+    finishedAudioProcess: e.FINISHED_AUDIO_PROCESS === 'on',
     batchProcessNiceness: e.BATCH_PROCESS_NICENESS,
     encoderThreads: e.ENCODER_THREADS,
     mp3Encoder: e.MP3_ENCODER,

@@ -19,8 +19,8 @@ import { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
 import type { BlobInfo, BlobStore } from '../storage/blob-store.js';
-import { bodyWindow, planHeaders, planRange } from '../stream/range-plan.js';
-import { REQUEST_ID_HEADER } from './error-handler.js';
+import { bodyWindow, planRange } from '../stream/range-plan.js';
+import { answerHeaders, audioTarget, ROUTED_HEADERS } from './finished-audio.js';
 import type { InProcessRateLimit } from './rate-limit.js';
 import { plannedRequestHeaders } from './reply-plan.js';
 import type { RequestShortcut } from './server.js';
@@ -41,24 +41,6 @@ export interface FinishedAudioShortcutDeps {
   log: FastifyBaseLogger;
   metrics: AnswerMeter;
 }
-
-/** The route patterns the answers are counted under, as Fastify names them. */
-const TASK_ROUTE = '/api/tts/generate/:id/audio.mp3';
-const CONTENT_ROUTE = '/api/tts/generate/:id/:contentIndex/audio.mp3';
-
-/**
- * The URLs this path answers: a task id of letters, digits and dashes, an optional content index
- * of at most six digits (as the route accepts) and one `auth` parameter of token characters — no
- * percent-encoding, no other parameter (a download name, a repeated `auth`: the routes decide).
- */
-const AUDIO_URL =
-  /^\/api\/tts\/generate\/([0-9A-Za-z-]{1,64})\/(?:(\d{1,6})\/)?audio\.mp3\?auth=([0-9A-Za-z_-]{1,128})$/;
-
-/** Request fields whose presence hands the request to the routes (framing, bodies, expectations). */
-const ROUTED_HEADERS = ['transfer-encoding', 'content-length', 'content-encoding', 'expect'] as const;
-
-/** As the audio routes answer finished audio. */
-const CACHE_CONTROL = 'private, max-age=86400';
 
 /** Validators of a held blob, rendered once per blob. */
 interface BlobHeaders {
@@ -86,13 +68,12 @@ export function finishedAudioShortcut(deps: FinishedAudioShortcutDeps): RequestS
     const started = performance.now();
     if (req.method !== 'GET' || req.httpVersion !== '1.1') return false;
     const url = req.url ?? '';
-    const match = AUDIO_URL.exec(url);
-    if (match === null) return false;
+    const target = audioTarget(url);
+    if (target === undefined) return false;
     const headers = req.headers;
     if (headers.host === undefined || !oneHost(req)) return false;
     for (const name of ROUTED_HEADERS) if (headers[name] !== undefined) return false;
-    const [, taskId = '', index, auth = ''] = match;
-    const idx = index === undefined ? null : Number(index);
+    const { taskId, idx, auth, route } = target;
     const key = deps.audioKey(taskId, idx, auth);
     if (key === undefined) return false;
     const held = deps.blobs.held?.(key);
@@ -127,29 +108,7 @@ export function finishedAudioShortcut(deps: FinishedAudioShortcutDeps): RequestS
     const window = bodyWindow(plan)!;
     const requestId = randomUUID();
     const bytesBefore = req.socket.bytesWritten;
-    // The headers the routes send, in their order: the server's, the rate limit's, the blob's.
-    const out: string[] = [
-      REQUEST_ID_HEADER.toLowerCase(),
-      requestId,
-      'x-content-type-options',
-      'nosniff',
-      'x-ratelimit-limit',
-      String(admitted.limit),
-      'x-ratelimit-remaining',
-      String(admitted.remaining),
-      'x-ratelimit-reset',
-      String(admitted.resetSeconds),
-    ];
-    for (const [name, value] of Object.entries(planHeaders(plan))) out.push(name.toLowerCase(), value);
-    out.push(
-      'content-type',
-      'audio/mpeg',
-      'last-modified',
-      validators.lastModified,
-      'cache-control',
-      CACHE_CONTROL,
-    );
-    const route = idx === null ? TASK_ROUTE : CONTENT_ROUTE;
+    const out = answerHeaders(plan, admitted, requestId, validators.lastModified);
     res.writeHead(plan.status, out);
     res.end(held.bytes.subarray(window.start, window.endExclusive ?? info.size));
     // The socket counts what it was given, sent or still queued: the figure 'finish' would read.
@@ -191,7 +150,7 @@ function splitOnce(text: string | undefined, mark: string): [string, string] | u
  * leaves alone, between JSON delimiters no credential pattern spans. A destination that wants each
  * line's metadata (a multistream) gets every line through the logger instead.
  */
-function accessLines(
+export function accessLines(
   log: FastifyBaseLogger,
 ): (url: string, ip: string, reqId: string, status: number, ms: number) => void {
   const logger = log as unknown as Record<symbol, unknown>;

@@ -14,6 +14,7 @@ import type { BlobStore } from '../../storage/blob-store.js';
 import { contentDispositionFromQuery } from '../../stream/content-disposition.js';
 import type { StreamService } from '../../stream/stream-service.js';
 import type { TaskService } from '../../tasks/task-service.js';
+import type { FinishedAudioProcess } from '../finished-audio.process.js';
 import { finishedAudioShortcut, type AnswerMeter } from '../finished-audio.shortcut.js';
 import { clientAddressKey, registerRateLimit, type RateLimitStore } from '../rate-limit.js';
 import { plannedRequestHeaders, sendStreamResponse } from '../reply-plan.js';
@@ -32,7 +33,7 @@ export interface AudioRouteOptions {
    * counted in these metrics; only where its answers are the routes' (no CORS, no trusted proxy) and
    * the rate limit counts in process.
    */
-  shortcut?: { metrics: AnswerMeter } | undefined;
+  shortcut?: { metrics: AnswerMeter; process?: FinishedAudioProcess | undefined } | undefined;
 }
 
 interface AudioQuery {
@@ -59,16 +60,16 @@ export function audioRoutes(
       options.rateLimitStore,
     );
     if (options.shortcut !== undefined && limit !== undefined) {
-      answerBeforeRouting(
-        app.server,
-        finishedAudioShortcut({
-          audioKey: (taskId, idx, auth) => tasks.rememberedAudioKey(taskId, idx, auth),
-          blobs,
-          rateLimit: limit,
-          log: app.log,
-          metrics: options.shortcut.metrics,
-        }),
-      );
+      const deps = {
+        audioKey: (taskId: string, idx: number | null, auth: string) =>
+          tasks.rememberedAudioKey(taskId, idx, auth),
+        blobs,
+        rateLimit: limit,
+        log: app.log,
+        metrics: options.shortcut.metrics,
+      };
+      answerBeforeRouting(app.server, finishedAudioShortcut(deps));
+      options.shortcut.process?.attach(app.server, deps);
     }
     app.route<{ Params: { id: string }; Querystring: AudioQuery }>({
       method: ['GET', 'HEAD'],

@@ -1,0 +1,290 @@
+/**
+ * The finished-audio process: a child process that serves the connections of players fetching
+ * finished audio, so that a node alone answers their ranges at the cost of a lean process rather
+ * than of the service's (whose own HTTP machinery, heap and threads cost more per request than the
+ * work itself; docs/benchmarks.md, Finished-audio Range serving).
+ *
+ * The service reads the first bytes of each new connection before its HTTP parser does. When they
+ * are a complete plain GET of finished audio it remembers (the shortcut's case,
+ * finished-audio.ts), the connection itself — its socket and the bytes read — is sent to the
+ * child, which answers that request and the next ones on the connection with the same checks,
+ * headers, rate limit, access lines and metrics. A request the child does not answer (another
+ * route, a token it cannot confirm, a 304/412/416, a refused rate limit, a head split across reads)
+ * sends the connection back, with every byte not yet answered, to the service's parser, which
+ * goes on from there. The service stays the one authority: the child asks it which audio a token
+ * opens and for the audio's bytes, counts requests against the service's rate-limit windows, and
+ * its answers are logged and counted by the service.
+ */
+import type { ChildProcess } from 'node:child_process';
+import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
+import { normalizeIP } from '@fastify/rate-limit';
+import { forkModule, siblingModuleUrl } from '../common/worker-url.js';
+import type { BlobStore } from '../storage/blob-store.js';
+import { plainAudioHead } from './finished-audio.js';
+import { accessLines, type AnswerMeter } from './finished-audio.shortcut.js';
+import type { InProcessRateLimit, RateLimitAdmission } from './rate-limit.js';
+import { readRequestHead } from './request-head.js';
+import type { FastifyBaseLogger } from 'fastify';
+
+/** A new connection's first bytes are awaited this long before the service's parser takes it as is. */
+const FIRST_BYTES_MS = 1_000;
+
+/** How long the child may take to end its connections when the service closes. */
+const CLOSE_WAIT_MS = 2_000;
+
+/** One answer of the child, for the access line and the metrics: url, address, request id, status, ms, route, bytes. */
+export type AnsweredRow = [string, string, string, number, number, string, number];
+
+/** The audio a lookup found: its key and its time to be trusted without asking again. */
+export interface FoundAudio {
+  key: string;
+  trustMs: number;
+}
+
+/** A blob's bytes and validators as the child serves them. */
+export interface ChildBlob {
+  size: number;
+  etag: string;
+  modifiedAt: number;
+  bytes: Uint8Array;
+}
+
+export type ToFinishedAudioProcess =
+  | { t: 'conn'; pending: Uint8Array }
+  | { t: 'found'; id: number; found: FoundAudio | null }
+  | { t: 'blob'; id: number; blob: ChildBlob | null }
+  | { t: 'admitted'; id: number; admitted: RateLimitAdmission | null }
+  | { t: 'forget'; taskId: string | null }
+  /** The service closes: end every connection once its answer in progress is out, then exit. */
+  | { t: 'close' };
+
+export type FromFinishedAudioProcess =
+  /** Started: connections may be sent. */
+  | { t: 'ready' }
+  | { t: 'lookup'; id: number; taskId: string; idx: number | null; auth: string }
+  | { t: 'blob'; id: number; key: string }
+  /** `count` requests admitted under `clientKey` (already answered ones, or the one asking). */
+  | { t: 'admit'; id: number; clientKey: string; count: number }
+  | { t: 'answered'; rows: AnsweredRow[] }
+  | { t: 'back'; pending: Uint8Array };
+
+/** What the process reads of the service: the shortcut's dependencies. */
+export interface FinishedAudioProcessDeps {
+  audioKey(taskId: string, idx: number | null, auth: string): string | undefined;
+  blobs: Pick<BlobStore, 'held'>;
+  rateLimit: InProcessRateLimit;
+  log: FastifyBaseLogger;
+  metrics: AnswerMeter;
+}
+
+const CHILD_URL = siblingModuleUrl(import.meta.url, 'finished-audio.child');
+
+/** The service's side of the finished-audio process (one per node, started with the first such connection). */
+export class FinishedAudioProcess {
+  private child: ChildProcess | undefined;
+  private ready = false;
+  private closed = false;
+  private deps: FinishedAudioProcessDeps | undefined;
+  private toParser: ((socket: Socket) => void) | undefined;
+  private access: ReturnType<typeof accessLines> | undefined;
+  /** Connections sent to the child, and sent back by it. */
+  handedOff = 0;
+  handedBack = 0;
+
+  constructor(
+    /** How long the child may trust what a token opens without asking (the service's own time). */
+    private readonly trustMs: number,
+    /** The server's keep-alive time of an idle connection. */
+    private readonly keepAliveMs: number,
+  ) {}
+
+  /**
+   * Takes the new connections of `server` (the app's server, its routes registered) before its
+   * parser: those that start with a finished-audio request go to the child.
+   */
+  attach(server: Server, deps: FinishedAudioProcessDeps): void {
+    this.deps = deps;
+    this.access = accessLines(deps.log);
+    const parserListeners = server.listeners('connection') as Array<(socket: Socket) => void>;
+    server.removeAllListeners('connection');
+    this.toParser = (socket) => {
+      for (const listener of parserListeners) listener.call(server, socket);
+    };
+    server.on('connection', (socket: Socket) => this.firstBytes(socket));
+  }
+
+  /** Forgets what the child trusts of `taskId` (every task when null): deleted, or a new token. */
+  forget(taskId: string | null): void {
+    this.send({ t: 'forget', taskId });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const child = this.child;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    this.send({ t: 'close' });
+    child.ref();
+    const timer = setTimeout(() => child.kill('SIGKILL'), CLOSE_WAIT_MS);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  /** Reads the connection's first bytes, then gives it to the child or to the service's parser. */
+  private firstBytes(socket: Socket): void {
+    if (this.closed) return this.toParser!(socket);
+    const done = () => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      socket.off('error', onGone);
+      socket.off('close', onGone);
+    };
+    const onData = (chunk: Buffer) => {
+      socket.pause();
+      done();
+      if (this.forChild(chunk)) this.handOff(socket, chunk);
+      else this.parse(socket, chunk);
+    };
+    const onGone = () => {
+      done();
+      socket.destroy();
+    };
+    const timer = setTimeout(() => {
+      done();
+      this.toParser!(socket);
+    }, FIRST_BYTES_MS);
+    socket.on('data', onData);
+    socket.on('error', onGone);
+    socket.on('close', onGone);
+  }
+
+  /** Whether `chunk` starts with a finished-audio request the child can answer. */
+  private forChild(chunk: Buffer): boolean {
+    const read = readRequestHead(chunk);
+    if (read.kind !== 'head') return false;
+    const target = plainAudioHead(read.head);
+    if (target === undefined) return false;
+    // Started by the first request for finished audio, answered here or not.
+    if (!this.started()) return false;
+    const key = this.deps!.audioKey(target.taskId, target.idx, target.auth);
+    if (key === undefined) return false;
+    const held = this.deps!.blobs.held?.(key);
+    return held !== undefined && held.info.size > 0;
+  }
+
+  /** The service's parser takes the connection, `read` first. */
+  private parse(socket: Socket, read: Buffer): void {
+    if (read.length > 0) socket.unshift(read);
+    this.toParser!(socket);
+    process.nextTick(() => socket.resume());
+  }
+
+  private handOff(socket: Socket, read: Buffer): void {
+    const pending = unreadBytes(socket, read);
+    if (pending === undefined) return;
+    const child = this.child;
+    if (child?.connected !== true) return this.parse(socket, pending);
+    this.handedOff++;
+    child.send({ t: 'conn', pending } satisfies ToFinishedAudioProcess, socket, (err) => {
+      if (err) socket.destroy();
+    });
+  }
+
+  /** Whether the child is up; starts it when it is not (this connection goes to the parser). */
+  private started(): boolean {
+    if (this.closed) return false;
+    if (this.child !== undefined) return this.ready;
+    const child = forkModule(CHILD_URL, [String(this.keepAliveMs)], 0, {
+      stderr: 'inherit',
+      serialization: 'advanced',
+    });
+    this.child = child;
+    child.on('message', (message: FromFinishedAudioProcess, socket?: Socket) =>
+      this.receive(message, socket),
+    );
+    child.on('error', (err) => this.deps?.log.error({ err }, 'the finished-audio process failed'));
+    child.once('exit', (code, signal) => {
+      this.ready = false;
+      if (this.child === child) this.child = undefined;
+      if (!this.closed)
+        this.deps?.log.error(`the finished-audio process exited (${signal ?? `code ${code ?? '?'}`})`);
+    });
+    child.unref();
+    child.channel?.unref();
+    return false;
+  }
+
+  private send(message: ToFinishedAudioProcess): void {
+    const child = this.child;
+    if (child?.connected === true) child.send(message);
+  }
+
+  private receive(message: FromFinishedAudioProcess, socket?: Socket): void {
+    const deps = this.deps!;
+    switch (message.t) {
+      case 'ready':
+        this.ready = true;
+        return;
+      case 'lookup': {
+        const key = deps.audioKey(message.taskId, message.idx, message.auth);
+        const held = key === undefined ? undefined : deps.blobs.held?.(key);
+        const found = key !== undefined && held !== undefined ? { key, trustMs: this.trustMs } : null;
+        this.send({ t: 'found', id: message.id, found });
+        return;
+      }
+      case 'blob': {
+        const held = deps.blobs.held?.(message.key);
+        const blob =
+          held === undefined
+            ? null
+            : {
+                size: held.info.size,
+                etag: held.info.etag,
+                modifiedAt: held.info.modifiedAt.getTime(),
+                bytes: held.bytes,
+              };
+        this.send({ t: 'blob', id: message.id, blob });
+        return;
+      }
+      case 'admit': {
+        let admitted: RateLimitAdmission | undefined;
+        for (let i = 0; i < message.count; i++) {
+          admitted = deps.rateLimit.admit(message.clientKey);
+          if (admitted === undefined) break;
+        }
+        this.send({ t: 'admitted', id: message.id, admitted: admitted ?? null });
+        return;
+      }
+      case 'answered':
+        for (const [url, ip, reqId, status, ms, route, bytes] of message.rows) {
+          this.access!(url, ip, reqId, status, ms);
+          deps.metrics.answered('GET', route, status, ms / 1000, bytes);
+        }
+        return;
+      case 'back':
+        this.handedBack++;
+        if (socket !== undefined) this.parse(socket, Buffer.from(message.pending));
+        return;
+    }
+  }
+}
+
+/** The rate-limit key of a client address (as the routes' keyGenerator makes it). */
+export function clientKey(address: string): string {
+  return `ip:${normalizeIP(address)}`;
+}
+
+/**
+ * Stops reading `socket` and returns `read` with every byte read since; undefined when the
+ * socket cannot be handed on (already closed).
+ */
+export function unreadBytes(socket: Socket, read: Buffer): Buffer | undefined {
+  const handle = (socket as unknown as { _handle?: { readStop?(): number } | null })._handle;
+  if (handle?.readStop === undefined || socket.destroyed) return undefined;
+  socket.pause();
+  handle.readStop();
+  const chunks = [read];
+  for (let more: Buffer | null; (more = socket.read() as Buffer | null) !== null;) chunks.push(more);
+  return chunks.length === 1 ? read : Buffer.concat(chunks);
+}

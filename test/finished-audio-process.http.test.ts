@@ -1,0 +1,242 @@
+// The finished-audio process (FINISHED_AUDIO_PROCESS=on), over real HTTP: a connection that starts
+// with a plain finished-audio request is served by the child with the routes' answers, access
+// lines, metrics and rate limit; any other request on it — another route, a split or pipelined
+// head, a spent window — is answered by the service as if the connection had always been its own.
+import assert from 'node:assert/strict';
+import { Agent } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  bearer,
+  createTask,
+  createVoice,
+  startTestApp,
+  waitForTask,
+  type TestApp,
+} from './helpers/test-app.js';
+import { errorCode, get, routed, VOLATILE, type Answer } from './helpers/audio-answers.js';
+
+/** What the server sends on `socket`, as latin1 text, read on from where the last call stopped. */
+function reader(socket: Socket): (done: (text: string) => boolean) => Promise<string> {
+  let text = '';
+  socket.on('data', (chunk: Buffer) => {
+    text += chunk.toString('latin1');
+  });
+  return async (done) => {
+    for (let i = 0; i < 200 && !done(text); i++) await sleep(25);
+    const read = text;
+    text = '';
+    return read;
+  };
+}
+
+// Bodies end without a line break: the next status line follows the last byte of audio.
+const statusLines = (text: string) => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+
+const LIMIT = 60;
+
+describe('the finished-audio process', () => {
+  let t: TestApp;
+  const lines: string[] = [];
+  let audio = '';
+  let host = '';
+
+  before(async () => {
+    t = await startTestApp({
+      listen: true,
+      env: {
+        FINISHED_AUDIO_PROCESS: 'on',
+        LOG_LEVEL: 'info',
+        STREAM_RATE_LIMIT_MAX: String(LIMIT),
+        RATE_LIMIT_WINDOW_MS: '3600000',
+      },
+      logger: { stream: { write: (line: string) => lines.push(line) } },
+    });
+    host = new URL(t.baseUrl).host;
+    const voiceId = await createVoice(t.app, t.key);
+    const taskId = await createTask(t.app, t.key, [
+      { text: 'Served by a process of its own.', voiceId },
+      { text: 'A second piece.', voiceId },
+    ]);
+    const task = await waitForTask(t.app, t.accountId, taskId);
+    const url = new URL(String(task.metadata.audio));
+    audio = `${url.pathname}${url.search}`;
+    // The routes remember the task and hold its audio; the first plain request starts the child.
+    assert.equal((await get(t.baseUrl, routed(audio))).status, 200);
+    const process = t.app.finishedAudio!;
+    for (let i = 0; process.handedOff === 0 && i < 100; i++) {
+      assert.equal((await get(t.baseUrl, audio, { range: 'bytes=0-9' })).status, 206);
+      await sleep(50);
+    }
+    assert.ok(process.handedOff > 0, 'a connection went to the child');
+  });
+
+  after(async () => {
+    await t.close();
+  });
+
+  it('answers every request of a kept-alive connection as the routes do', async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    // The routes' answers on a kept-alive connection of their own (its first request is routed).
+    const routesAgent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const process = t.app.finishedAudio!;
+    const before = process.handedOff;
+    try {
+      for (const path of [audio, audio.replace('/audio.mp3', '/1/audio.mp3')]) {
+        for (const headers of [{ range: 'bytes=10-4009' }, { range: 'bytes=-100' }, {}] as Record<
+          string,
+          string
+        >[]) {
+          const viaRoutes = await get(t.baseUrl, routed(path), headers, routesAgent);
+          const direct = await get(t.baseUrl, path, headers, agent);
+          assert.equal(direct.status, viaRoutes.status);
+          assert.deepEqual(direct.body, viaRoutes.body);
+          assert.deepEqual(direct.names, viaRoutes.names);
+          for (const name of direct.names.filter((n) => !VOLATILE.has(n)))
+            assert.equal(direct.headers[name], viaRoutes.headers[name], name);
+          assert.match(String(direct.headers['x-service-app-request-id']), /^[0-9a-f-]{36}$/);
+        }
+      }
+      assert.equal(process.handedOff, before + 1, 'one connection, sent once');
+    } finally {
+      agent.destroy();
+      routesAgent.destroy();
+    }
+  });
+
+  it('sends a connection back for another route, which the service answers', async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const process = t.app.finishedAudio!;
+    const back = process.handedBack;
+    try {
+      assert.equal((await get(t.baseUrl, audio, { range: 'bytes=0-9' }, agent)).status, 206);
+      const voices = await get(t.baseUrl, '/api/voice', bearer(t.key), agent);
+      assert.equal(voices.status, 200);
+      assert.equal(voices.headers['content-type'], 'application/json; charset=utf-8');
+      assert.equal(process.handedBack, back + 1);
+      // The service keeps the connection from there; its shortcut answers the audio.
+      assert.equal((await get(t.baseUrl, audio, { range: 'bytes=0-9' }, agent)).status, 206);
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('answers pipelined and split requests in order, whichever process holds the connection', async () => {
+    const socket = connect(Number(new URL(t.baseUrl).port), '127.0.0.1');
+    const readUntil = reader(socket);
+    try {
+      const head = (path: string, extra = '') => `GET ${path} HTTP/1.1\r\nHost: ${host}\r\n${extra}\r\n`;
+      const ranged = head(audio, 'Range: bytes=0-9\r\n');
+      // Two audio requests and an unknown route in one write, then a head in two parts.
+      socket.write(ranged + ranged + head('/api/nothing-here'));
+      const first = await readUntil((text) => statusLines(text).length === 3 && text.endsWith('}'));
+      assert.deepEqual(statusLines(first), [206, 206, 404]);
+      socket.write(ranged.slice(0, 20));
+      await sleep(100);
+      socket.write(ranged.slice(20));
+      const second = await readUntil((text) => /\r\n\r\n[\s\S]{10}$/.test(text));
+      assert.deepEqual(statusLines(second), [206]);
+    } finally {
+      socket.destroy();
+    }
+  });
+
+  it('writes the routes’ access line and counts the routes’ metrics for its answers', async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      await get(t.baseUrl, audio, { range: 'bytes=0-9' }, agent);
+      lines.length = 0;
+      const direct = await get(t.baseUrl, audio, { range: 'bytes=0-99' }, agent);
+      const viaRoutes = await get(t.baseUrl, routed(audio), { range: 'bytes=0-99' });
+      const id = direct.headers['x-service-app-request-id'];
+      const parsed = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+      for (let i = 0; i < 50 && !parsed().some((p) => p.reqId === id); i++) await sleep(20);
+      const mine = parsed().find((p) => p.reqId === id);
+      const theirs = parsed().find((p) => p.reqId === viaRoutes.headers['x-service-app-request-id']);
+      assert.ok(mine !== undefined && theirs !== undefined, lines.join(''));
+      assert.deepEqual(Object.keys(mine), Object.keys(theirs));
+      assert.deepEqual(mine.req, {
+        method: 'GET',
+        url: `${audio.slice(0, audio.indexOf('?'))}?auth=[redacted]`,
+        ip: '127.0.0.1',
+      });
+      assert.deepEqual(mine.res, { statusCode: 206 });
+      for (const key of ['level', 'pid', 'hostname']) assert.equal(mine[key], theirs[key]);
+      const token = new URL(audio, 'http://x').searchParams.get('auth') ?? '';
+      assert.ok(!lines.some((l) => l.includes(token)), 'no line holds the token');
+      const metrics = await t.app.http.inject({ method: 'GET', url: '/metrics' });
+      assert.match(
+        metrics.body,
+        /voicegen_http_requests_total\{method="GET",route="\/api\/tts\/generate\/:id\/audio\.mp3",status="206"\} \d+/,
+      );
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('a deleted task is forgotten: its audio answers 404 on a connection the child holds', async () => {
+    const voiceId = await createVoice(t.app, t.key);
+    const id = await createTask(t.app, t.key, [{ text: 'Deleted soon.', voiceId }]);
+    const task = await waitForTask(t.app, t.accountId, id);
+    const url = new URL(String(task.metadata.audio));
+    const path = `${url.pathname}${url.search}`;
+    assert.equal((await get(t.baseUrl, routed(path))).status, 200);
+    // A kept-alive connection the child holds (once the service holds the audio in memory).
+    let agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      for (let i = 0; i < 20; i++) {
+        const before = t.app.finishedAudio!.handedOff;
+        assert.equal((await get(t.baseUrl, path, { range: 'bytes=0-9' }, agent)).status, 206);
+        if (t.app.finishedAudio!.handedOff > before) break;
+        agent.destroy();
+        agent = new Agent({ keepAlive: true, maxSockets: 1 });
+        await sleep(50);
+      }
+      assert.equal((await get(t.baseUrl, path, { range: 'bytes=0-9' }, agent)).status, 206);
+      const deleted = await t.app.http.inject({
+        method: 'DELETE',
+        url: `/api/tts/generate/${id}`,
+        headers: bearer(t.key),
+      });
+      assert.equal(deleted.statusCode, 200);
+      assert.equal((await get(t.baseUrl, path, { range: 'bytes=0-9' }, agent)).status, 404);
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  // Last: it spends this address's window.
+  it('counts in the routes’ rate-limit window; the service answers the 429', async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      // What is left of this address's window (earlier tests spent some), read from the routes.
+      const left = Number(
+        (await get(t.baseUrl, routed(audio), { range: 'bytes=0-9' })).headers['x-ratelimit-remaining'],
+      );
+      let answered = 0;
+      let refused: Answer | undefined;
+      for (let i = 0; i < LIMIT * 2 && refused === undefined; i++) {
+        // Alternate the child and the routes: both count in one window.
+        const next =
+          i % 3 === 0
+            ? await get(t.baseUrl, routed(audio), { range: 'bytes=0-9' })
+            : await get(t.baseUrl, audio, { range: 'bytes=0-9' }, agent);
+        if (next.status === 429) refused = next;
+        else {
+          assert.equal(next.status, 206);
+          assert.equal(next.headers['x-ratelimit-limit'], String(LIMIT));
+          answered++;
+        }
+        // The child's counts reach the service's window every 200 ms.
+        if (i % 10 === 9) await sleep(250);
+      }
+      assert.ok(refused !== undefined, 'the window was spent');
+      assert.equal(errorCode(refused), 'RATE_LIMIT_EXCEEDED');
+      // The child learns of the routes' counts at its next count (at most 10 requests here).
+      assert.ok(Math.abs(answered - left) <= 10, `${answered} answered of ${left} left`);
+    } finally {
+      agent.destroy();
+    }
+  });
+});
