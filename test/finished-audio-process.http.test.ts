@@ -15,7 +15,14 @@ import {
   waitForTask,
   type TestApp,
 } from './helpers/test-app.js';
-import { errorCode, get, routed, VOLATILE, type Answer } from './helpers/audio-answers.js';
+import {
+  assertAccessLineAsRoutes,
+  errorCode,
+  get,
+  routed,
+  VOLATILE,
+  type Answer,
+} from './helpers/audio-answers.js';
 
 /** What the server sends on `socket`, as latin1 text, read on from where the last call stopped. */
 function reader(socket: Socket): (done: (text: string) => boolean) => Promise<string> {
@@ -149,22 +156,7 @@ describe('the finished-audio process', () => {
       lines.length = 0;
       const direct = await get(t.baseUrl, audio, { range: 'bytes=0-99' }, agent);
       const viaRoutes = await get(t.baseUrl, routed(audio), { range: 'bytes=0-99' });
-      const id = direct.headers['x-service-app-request-id'];
-      const parsed = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>);
-      for (let i = 0; i < 50 && !parsed().some((p) => p.reqId === id); i++) await sleep(20);
-      const mine = parsed().find((p) => p.reqId === id);
-      const theirs = parsed().find((p) => p.reqId === viaRoutes.headers['x-service-app-request-id']);
-      assert.ok(mine !== undefined && theirs !== undefined, lines.join(''));
-      assert.deepEqual(Object.keys(mine), Object.keys(theirs));
-      assert.deepEqual(mine.req, {
-        method: 'GET',
-        url: `${audio.slice(0, audio.indexOf('?'))}?auth=[redacted]`,
-        ip: '127.0.0.1',
-      });
-      assert.deepEqual(mine.res, { statusCode: 206 });
-      for (const key of ['level', 'pid', 'hostname']) assert.equal(mine[key], theirs[key]);
-      const token = new URL(audio, 'http://x').searchParams.get('auth') ?? '';
-      assert.ok(!lines.some((l) => l.includes(token)), 'no line holds the token');
+      await assertAccessLineAsRoutes(lines, direct, viaRoutes, audio);
       const metrics = await t.app.http.inject({ method: 'GET', url: '/metrics' });
       assert.match(
         metrics.body,
@@ -237,6 +229,35 @@ describe('the finished-audio process', () => {
       assert.ok(Math.abs(answered - left) <= 10, `${answered} answered of ${left} left`);
     } finally {
       agent.destroy();
+    }
+  });
+
+  it('closes with connections the child holds, idle or not, without waiting for them', async () => {
+    const other = await startTestApp({ listen: true, env: { FINISHED_AUDIO_PROCESS: 'on' } });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    let closed = false;
+    try {
+      const voiceId = await createVoice(other.app, other.key);
+      const id = await createTask(other.app, other.key, [{ text: 'Closing soon.', voiceId }]);
+      const task = await waitForTask(other.app, other.accountId, id);
+      const url = new URL(String(task.metadata.audio));
+      const path = `${url.pathname}${url.search}`;
+      assert.equal((await get(other.baseUrl, routed(path))).status, 200);
+      for (let i = 0; i < 40 && other.app.finishedAudio!.handedOff === 0; i++) {
+        agent.destroy();
+        assert.equal((await get(other.baseUrl, path, { range: 'bytes=0-9' }, agent)).status, 206);
+        await sleep(50);
+      }
+      assert.ok(other.app.finishedAudio!.handedOff > 0);
+      // The agent keeps its connection open and idle in the child: the close must not wait for it.
+      const closing = other.close().then(() => {
+        closed = true;
+      });
+      await Promise.race([closing, sleep(10_000)]);
+      assert.ok(closed, 'the app closed within 10 s');
+    } finally {
+      agent.destroy();
+      if (!closed) await other.close().catch(() => undefined);
     }
   });
 });

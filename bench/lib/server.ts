@@ -5,7 +5,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { openSync, readFileSync } from 'node:fs';
+import { openSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -189,6 +189,34 @@ export function rssMiB(pid: number): number {
 export function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** Pids of the processes `pid` started (their parent is `pid`), e.g. the service's child processes. */
+export function childPids(pid: number): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const fields = readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      if (Number(fields[1]) === pid) found.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+/** CPU seconds of a process and of the processes it started (those alive now). */
+export function treeCpuSeconds(pid: number): { own: number; children: number } {
+  let children = 0;
+  for (const child of childPids(pid)) {
+    try {
+      children += cpuSeconds(child);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return { own: cpuSeconds(pid), children };
 }
 
 /** One row of a benchmark's result table. */

@@ -80,7 +80,7 @@ export interface FinishedAudioProcessDeps {
 
 const CHILD_URL = siblingModuleUrl(import.meta.url, 'finished-audio.child');
 
-/** The service's side of the finished-audio process (one per node, started with the first such connection). */
+/** The service's side of the finished-audio process (one per node, started with the server). */
 export class FinishedAudioProcess {
   private child: ChildProcess | undefined;
   private ready = false;
@@ -112,6 +112,8 @@ export class FinishedAudioProcess {
       for (const listener of parserListeners) listener.call(server, socket);
     };
     server.on('connection', (socket: Socket) => this.firstBytes(socket));
+    // Started now: a connection that comes before it is up stays with the service for its life.
+    this.started();
   }
 
   /** Forgets what the child trusts of `taskId` (every task when null): deleted, or a new token. */
@@ -165,7 +167,6 @@ export class FinishedAudioProcess {
     if (read.kind !== 'head') return false;
     const target = plainAudioHead(read.head);
     if (target === undefined) return false;
-    // Started by the first request for finished audio, answered here or not.
     if (!this.started()) return false;
     const key = this.deps!.audioKey(target.taskId, target.idx, target.auth);
     if (key === undefined) return false;
@@ -186,12 +187,13 @@ export class FinishedAudioProcess {
     const child = this.child;
     if (child?.connected !== true) return this.parse(socket, pending);
     this.handedOff++;
+    detachFromServer(socket);
     child.send({ t: 'conn', pending } satisfies ToFinishedAudioProcess, socket, (err) => {
       if (err) socket.destroy();
     });
   }
 
-  /** Whether the child is up; starts it when it is not (this connection goes to the parser). */
+  /** Whether the child is up; starts it again when it has exited (this connection goes to the parser). */
   private started(): boolean {
     if (this.closed) return false;
     if (this.child !== undefined) return this.ready;
@@ -268,6 +270,20 @@ export class FinishedAudioProcess {
         return;
     }
   }
+}
+
+/**
+ * Takes a connection out of its server's count before it is sent to the child. Node would
+ * otherwise have the server ask the child, when it closes, whether every connection it was sent
+ * has ended — and once the child has exited, that server's close never completes. The connection
+ * is the child's: the server neither waits for it nor closes it.
+ */
+function detachFromServer(socket: Socket): void {
+  const attached = socket as unknown as { server?: { _connections?: number } | null };
+  const server = attached.server;
+  if (server === undefined || server === null) return;
+  attached.server = null;
+  if (typeof server._connections === 'number') server._connections--;
 }
 
 /** The rate-limit key of a client address (as the routes' keyGenerator makes it). */

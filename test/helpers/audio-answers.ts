@@ -1,4 +1,5 @@
 // Finished-audio answers read over real HTTP, for comparing the paths that answer them.
+import assert from 'node:assert/strict';
 import { request as httpRequest, type Agent, type IncomingHttpHeaders } from 'node:http';
 
 export interface Answer {
@@ -48,3 +49,35 @@ export const VOLATILE = new Set([
   'x-ratelimit-remaining',
   'x-ratelimit-reset',
 ]);
+
+/**
+ * Checks that `direct`'s access line among `lines` is the one the routes wrote for `viaRoutes`
+ * (same fields, the token redacted, the same level, pid and host), waiting up to a second for it.
+ */
+export async function assertAccessLineAsRoutes(
+  lines: string[],
+  direct: Answer,
+  viaRoutes: Answer,
+  path: string,
+): Promise<void> {
+  const parsed = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+  const line = (answer: Answer) =>
+    parsed().find((p) => p.reqId === answer.headers['x-service-app-request-id']);
+  for (let i = 0; i < 50 && (line(direct) === undefined || line(viaRoutes) === undefined); i++)
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  const mine = line(direct);
+  const theirs = line(viaRoutes);
+  assert.ok(mine !== undefined && theirs !== undefined, lines.join(''));
+  assert.deepEqual(Object.keys(mine), Object.keys(theirs));
+  assert.deepEqual(mine.req, {
+    method: 'GET',
+    url: `${path.slice(0, path.indexOf('?'))}?auth=[redacted]`,
+    ip: '127.0.0.1',
+  });
+  assert.deepEqual(mine.res, { statusCode: direct.status });
+  assert.equal(mine.msg, 'request completed');
+  assert.equal(typeof mine.responseTime, 'number');
+  for (const key of ['level', 'pid', 'hostname']) assert.equal(mine[key], theirs[key]);
+  const token = new URL(path, 'http://x').searchParams.get('auth') ?? '';
+  assert.ok(!lines.some((l) => l.includes(token)), 'no line holds the token');
+}
