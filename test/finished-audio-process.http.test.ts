@@ -3,6 +3,8 @@
 // lines, metrics and rate limit; any other request on it — another route, a split or pipelined
 // head, a spent window — is answered by the service as if the connection had always been its own.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { Agent } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -259,5 +261,70 @@ describe('the finished-audio process', () => {
       agent.destroy();
       if (!closed) await other.close().catch(() => undefined);
     }
+  });
+});
+
+describe('the finished-audio process’s own access lines', () => {
+  it('writes them on the standard output it shares with the service, whole, as the service would', async () => {
+    // A service logging JSON lines to standard output, as `npm start` runs it.
+    const script = `
+      import { Agent } from 'node:http';
+      import { startTestApp, createVoice, createTask, waitForTask } from ${JSON.stringify(new URL('./helpers/test-app.ts', import.meta.url).href)};
+      import { get } from ${JSON.stringify(new URL('./helpers/audio-answers.ts', import.meta.url).href)};
+      const t = await startTestApp({ listen: true, logger: true, env: { FINISHED_AUDIO_PROCESS: 'on', LOG_LEVEL: 'info' } });
+      const voiceId = await createVoice(t.app, t.key);
+      const id = await createTask(t.app, t.key, [{ text: 'Logged by a process of its own.', voiceId }]);
+      const task = await waitForTask(t.app, t.accountId, id);
+      const url = new URL(String(task.metadata.audio));
+      const path = url.pathname + url.search;
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      for (let i = 0; i < 40 && t.app.finishedAudio.handedOff === 0; i++) {
+        agent.destroy();
+        await get(t.baseUrl, path, { range: 'bytes=0-9' }, agent);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const ids = [];
+      for (let i = 0; i < 200; i++) {
+        const answer = await get(t.baseUrl, path, { range: 'bytes=' + i + '-' + (i + 99) }, agent);
+        ids.push(answer.headers['x-service-app-request-id']);
+      }
+      agent.destroy();
+      await new Promise((r) => setTimeout(r, 300));
+      const here = t.app.finishedAudio.linesWrittenHere;
+      await t.close();
+      process.stderr.write(JSON.stringify({ ids, here, path }) + '\\n');
+    `;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
+    child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+    const [code] = (await once(child, 'close')) as [number | null];
+    assert.equal(code, 0, stderr);
+    const result = JSON.parse(stderr.trim().split('\n').at(-1)!) as {
+      ids: string[];
+      here: number;
+      path: string;
+    };
+    const parsed = stdout
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    const byId = new Map(parsed.map((line) => [line.reqId, line]));
+    for (const id of result.ids) {
+      const line = byId.get(id);
+      assert.ok(line !== undefined, `a line for ${id}`);
+      assert.equal(line.pid, child.pid);
+      assert.equal(line.msg, 'request completed');
+      assert.deepEqual(line.res, { statusCode: 206 });
+      assert.equal((line.req as { url: string }).url, result.path.replace(/auth=.*/, 'auth=[redacted]'));
+      assert.equal(typeof line.time, 'number');
+    }
+    assert.ok(
+      result.here < result.ids.length / 2,
+      `${result.here} of ${result.ids.length} written by the service`,
+    );
   });
 });

@@ -70,11 +70,11 @@ export function forkModule(
   url: URL,
   args: readonly string[],
   timeoutMs: number,
-  { input = false, stderr = 'pipe', serialization = 'json' }: ForkOptions = {},
+  { input = false, stdout = 'ignore', stderr = 'pipe', serialization = 'json' }: ForkOptions = {},
 ): ChildProcess {
   return fork(fileURLToPath(url), [...args], {
     execArgv: inheritedExecArgv(),
-    stdio: [input ? 'pipe' : 'ignore', 'ignore', stderr, 'ipc'],
+    stdio: [input ? 'pipe' : 'ignore', stdout, stderr, 'ipc'],
     serialization,
     // 0: no time limit (a child that lives as long as the service).
     ...(timeoutMs > 0 && { timeout: timeoutMs }),
@@ -86,6 +86,8 @@ export function forkModule(
 export interface ForkOptions {
   /** Pipe stdin (data for the child to read). */
   input?: boolean;
+  /** 'ignore' (default) or 'inherit' (a child that writes log lines to the service's standard output). */
+  stdout?: 'ignore' | 'inherit';
   /** 'pipe' (default: the parent reads it) or 'inherit' (a long-lived child writes to the service's stderr). */
   stderr?: 'pipe' | 'inherit';
   /** IPC encoding: 'json' (default) or 'advanced' (structured clone: typed arrays cross as bytes). */

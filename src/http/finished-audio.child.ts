@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
+import pino from 'pino';
 import { bodyWindow, planRange } from '../stream/range-plan.js';
 import { answerHeaders, connectionOptions, plainAudioHead, plannedHeadFields } from './finished-audio.js';
 import {
@@ -13,12 +14,15 @@ import {
   unreadBytes,
   type AnsweredRow,
   type ChildBlob,
+  type CountedGroup,
   type FoundAudio,
   type FromFinishedAudioProcess,
   type ToFinishedAudioProcess,
 } from './finished-audio.process.js';
+import type { LineTemplate } from './finished-audio.shortcut.js';
 import type { RateLimitAdmission } from './rate-limit.js';
 import { plannedRequestHeaders } from './reply-plan.js';
+import { JSON_BATCH_BYTES, JSON_FLUSH_MS } from './log-format.js';
 import { readRequestHead } from './request-head.js';
 
 /** The service's keep-alive time of an idle connection, given as this process's one argument. */
@@ -30,7 +34,7 @@ const MAX_LOOKUPS = 10_000;
 const MAX_HELD_BYTES = 256 * 1024 * 1024;
 /** How often requests admitted here are counted in the service's rate-limit windows. */
 const ADMIT_SYNC_MS = 200;
-/** How often answers are sent for access lines and metrics. */
+/** How often answers are sent for access lines and metrics, and lines written at the latest. */
 const ANSWERED_FLUSH_MS = 100;
 
 interface Held {
@@ -52,7 +56,15 @@ const lookups = new Map<string, { found: FoundAudio; until: number }>();
 const held = new Map<string, Held>();
 let heldBytes = 0;
 const windows = new Map<string, Window>();
+/** Access lines the service writes (this process has no template for their kind). */
 let answered: AnsweredRow[] = [];
+/** Answers to count in the service's metrics, by route and status. */
+let counted = new Map<string, CountedGroup>();
+/** Where this process writes access lines itself, when the service says it may. */
+let lines: ReturnType<typeof pino.destination> | undefined;
+/** The service's line templates by kind of line (null: the service writes that kind). */
+const templates = new Map<string, LineTemplate | null>();
+const MAX_TEMPLATES = 1_000;
 
 let nextId = 1;
 const waiting = new Map<number, (message: ToFinishedAudioProcess) => void>();
@@ -87,11 +99,23 @@ process.on('message', (message: ToFinishedAudioProcess, socket?: Socket) => {
       for (const connection of connections) connection.end();
       exitWhenDone();
       return;
+    case 'logging':
+      if (message.own)
+        lines = pino.destination({
+          dest: 1,
+          sync: true,
+          minLength: JSON_BATCH_BYTES,
+          periodicFlush: JSON_FLUSH_MS,
+        });
+      return;
     case 'forget':
       if (message.taskId === null) lookups.clear();
       else for (const key of lookups.keys()) if (key.startsWith(`${message.taskId}/`)) lookups.delete(key);
       return;
-    default: {
+    case 'found':
+    case 'blob':
+    case 'admitted':
+    case 'template': {
       const resolve = waiting.get(message.id);
       waiting.delete(message.id);
       resolve?.(message);
@@ -183,10 +207,53 @@ function syncWindows(): void {
 setInterval(syncWindows, ADMIT_SYNC_MS).unref();
 
 setInterval(() => {
-  if (answered.length === 0) return;
-  send({ t: 'answered', rows: answered });
+  if (answered.length > 0) send({ t: 'answered', rows: answered });
   answered = [];
+  if (counted.size > 0) send({ t: 'counted', groups: [...counted.values()] });
+  counted = new Map();
 }, ANSWERED_FLUSH_MS).unref();
+
+/** Counts an answer in the metrics and writes its access line (or has the service write it). */
+function record(row: AnsweredRow, route: string, bytes: number): void {
+  const [url, ip, reqId, status, ms] = row;
+  const group = `${route} ${status}`;
+  const known = counted.get(group);
+  if (known === undefined) counted.set(group, [route, status, [ms / 1000], bytes]);
+  else {
+    known[2].push(ms / 1000);
+    known[3] += bytes;
+  }
+  if (lines === undefined) {
+    answered.push(row);
+    return;
+  }
+  const kind = `${status} ${ip} ${url.slice(0, url.indexOf('?'))}`;
+  const parts = templates.get(kind);
+  if (parts === undefined || parts === null) {
+    answered.push(row);
+    // Asked once per kind; meanwhile the service writes that kind's lines.
+    if (parts === undefined) {
+      if (templates.size >= MAX_TEMPLATES) templates.clear();
+      templates.set(kind, null);
+      void ask({ t: 'template', id: nextId++, url, ip, status }).then((reply) => {
+        if (reply.t === 'template') templates.set(kind, reply.template);
+      });
+    }
+    return;
+  }
+  // pino's epoch time, as the service's logger writes it (the service checked that it does).
+  lines.write(
+    `${parts.head},"time":${Date.now()}${parts.afterTime}${reqId}${parts.afterId}${ms}${parts.tail}`,
+  );
+}
+
+process.once('exit', () => {
+  try {
+    lines?.flushSync();
+  } catch {
+    // standard output is gone
+  }
+});
 
 /** The Date field of this second (as Node's server caches it). */
 let dateSecond = 0;
@@ -314,15 +381,11 @@ class Connection {
     socket.write(body);
     socket.uncork();
     if (socket.writableNeedDrain) socket.pause();
-    answered.push([
-      head.target,
-      this.address,
-      requestId,
-      plan.status,
-      performance.now() - started,
+    record(
+      [head.target, this.address, requestId, plan.status, performance.now() - started],
       target.route,
       Buffer.byteLength(text, 'latin1') + body.length,
-    ]);
+    );
     if (close) {
       this.gone = true;
       socket.end();

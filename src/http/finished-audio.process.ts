@@ -22,7 +22,15 @@ import { normalizeIP } from '@fastify/rate-limit';
 import { forkModule, siblingModuleUrl } from '../common/worker-url.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import { plainAudioHead } from './finished-audio.js';
-import { accessLines, type AnswerMeter } from './finished-audio.shortcut.js';
+import {
+  accessLines,
+  accessLineTemplates,
+  infoEnabled,
+  type AccessLineTemplates,
+  type AnswerMeter,
+  type LineTemplate,
+} from './finished-audio.shortcut.js';
+import { isBatchedJsonStdout } from './log-format.js';
 import type { InProcessRateLimit, RateLimitAdmission } from './rate-limit.js';
 import { readRequestHead } from './request-head.js';
 import type { FastifyBaseLogger } from 'fastify';
@@ -33,8 +41,11 @@ const FIRST_BYTES_MS = 1_000;
 /** How long the child may take to end its connections when the service closes. */
 const CLOSE_WAIT_MS = 2_000;
 
-/** One answer of the child, for the access line and the metrics: url, address, request id, status, ms, route, bytes. */
-export type AnsweredRow = [string, string, string, number, number, string, number];
+/** An answer of the child whose access line the service writes: url, address, request id, status, ms. */
+export type AnsweredRow = [string, string, string, number, number];
+
+/** Answers of one route and status, for the metrics: route, status, each one's seconds, bytes in all. */
+export type CountedGroup = [string, number, number[], number];
 
 /** The audio a lookup found: its key and its time to be trusted without asking again. */
 export interface FoundAudio {
@@ -56,6 +67,9 @@ export type ToFinishedAudioProcess =
   | { t: 'blob'; id: number; blob: ChildBlob | null }
   | { t: 'admitted'; id: number; admitted: RateLimitAdmission | null }
   | { t: 'forget'; taskId: string | null }
+  /** Whether the child writes its answers' access lines to the standard output it shares. */
+  | { t: 'logging'; own: boolean }
+  | { t: 'template'; id: number; template: LineTemplate | null }
   /** The service closes: end every connection once its answer in progress is out, then exit. */
   | { t: 'close' };
 
@@ -66,7 +80,9 @@ export type FromFinishedAudioProcess =
   | { t: 'blob'; id: number; key: string }
   /** `count` requests admitted under `clientKey` (already answered ones, or the one asking). */
   | { t: 'admit'; id: number; clientKey: string; count: number }
+  | { t: 'template'; id: number; url: string; ip: string; status: number }
   | { t: 'answered'; rows: AnsweredRow[] }
+  | { t: 'counted'; groups: CountedGroup[] }
   | { t: 'back'; pending: Uint8Array };
 
 /** What the process reads of the service: the shortcut's dependencies. */
@@ -88,9 +104,12 @@ export class FinishedAudioProcess {
   private deps: FinishedAudioProcessDeps | undefined;
   private toParser: ((socket: Socket) => void) | undefined;
   private access: ReturnType<typeof accessLines> | undefined;
+  private templates: AccessLineTemplates | undefined;
   /** Connections sent to the child, and sent back by it. */
   handedOff = 0;
   handedBack = 0;
+  /** Access lines of the child's answers written here (the rest it writes itself). */
+  linesWrittenHere = 0;
 
   constructor(
     /** How long the child may trust what a token opens without asking (the service's own time). */
@@ -106,6 +125,7 @@ export class FinishedAudioProcess {
   attach(server: Server, deps: FinishedAudioProcessDeps): void {
     this.deps = deps;
     this.access = accessLines(deps.log);
+    this.templates = accessLineTemplates(deps.log);
     const parserListeners = server.listeners('connection') as Array<(socket: Socket) => void>;
     server.removeAllListeners('connection');
     this.toParser = (socket) => {
@@ -198,6 +218,7 @@ export class FinishedAudioProcess {
     if (this.closed) return false;
     if (this.child !== undefined) return this.ready;
     const child = forkModule(CHILD_URL, [String(this.keepAliveMs)], 0, {
+      stdout: 'inherit',
       stderr: 'inherit',
       serialization: 'advanced',
     });
@@ -225,8 +246,25 @@ export class FinishedAudioProcess {
   private receive(message: FromFinishedAudioProcess, socket?: Socket): void {
     const deps = this.deps!;
     switch (message.t) {
-      case 'ready':
+      case 'ready': {
         this.ready = true;
+        // The child writes its lines itself where they are the service's own: JSON lines on the
+        // standard output both share, each batch one write short of a pipe's atomic size.
+        const templates = this.templates;
+        const own =
+          templates !== undefined &&
+          templates.epochTime &&
+          isBatchedJsonStdout(templates.stream) &&
+          infoEnabled(deps.log)();
+        this.send({ t: 'logging', own });
+        return;
+      }
+      case 'template':
+        this.send({
+          t: 'template',
+          id: message.id,
+          template: this.templates?.template(message.url, message.ip, message.status) ?? null,
+        });
         return;
       case 'lookup': {
         const key = deps.audioKey(message.taskId, message.idx, message.auth);
@@ -259,10 +297,12 @@ export class FinishedAudioProcess {
         return;
       }
       case 'answered':
-        for (const [url, ip, reqId, status, ms, route, bytes] of message.rows) {
-          this.access!(url, ip, reqId, status, ms);
-          deps.metrics.answered('GET', route, status, ms / 1000, bytes);
-        }
+        this.linesWrittenHere += message.rows.length;
+        for (const [url, ip, reqId, status, ms] of message.rows) this.access!(url, ip, reqId, status, ms);
+        return;
+      case 'counted':
+        for (const [route, status, seconds, bytes] of message.groups)
+          deps.metrics.answeredMany('GET', route, status, seconds, bytes);
         return;
       case 'back':
         this.handedBack++;

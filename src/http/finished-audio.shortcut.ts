@@ -27,7 +27,16 @@ import type { RequestShortcut } from './server.js';
 
 /** Where answered requests are counted (the service metrics, as their hooks count the routes'). */
 export interface AnswerMeter {
+  /** Counts one answered request as the hooks do (route = its route pattern). */
   answered(method: string, route: string, status: number, seconds: number, bytes: number): void;
+  /** Counts requests of one method, route and status at once: their times and their bytes in all. */
+  answeredMany(
+    method: string,
+    route: string,
+    status: number,
+    seconds: readonly number[],
+    bytes: number,
+  ): void;
 }
 
 /** What the shortcut reads; each part is the one the routes use. */
@@ -123,7 +132,7 @@ export function finishedAudioShortcut(deps: FinishedAudioShortcutDeps): RequestS
 }
 
 /** Fixed parts of one kind of access line, around its time, request id and response time. */
-interface LineTemplate {
+export interface LineTemplate {
   head: string;
   afterTime: string;
   afterId: string;
@@ -153,34 +162,71 @@ function splitOnce(text: string | undefined, mark: string): [string, string] | u
 export function accessLines(
   log: FastifyBaseLogger,
 ): (url: string, ip: string, reqId: string, status: number, ms: number) => void {
-  const logger = log as unknown as Record<symbol, unknown>;
-  // Fastify's logger is pino's (its type leaves out the level check), or with logging off one
-  // whose methods do nothing.
+  const info = infoEnabled(log);
+  const slow = (url: string, ip: string, reqId: string, status: number, ms: number) =>
+    log.info(
+      { reqId, req: { method: 'GET', url, ip }, res: { statusCode: status }, responseTime: ms },
+      'request completed',
+    );
+  const templates = accessLineTemplates(log);
+  if (templates === undefined)
+    return (...args) => {
+      if (info()) slow(...args);
+    };
+  const { stream, time } = templates;
+  return (url, ip, reqId, status, ms) => {
+    if (!info()) return;
+    const parts = templates.template(url, ip, status);
+    if (parts === null) {
+      slow(url, ip, reqId, status, ms);
+      return;
+    }
+    stream.write(`${parts.head}${time()}${parts.afterTime}${reqId}${parts.afterId}${ms}${parts.tail}`);
+  };
+}
+
+/** Whether the logger writes info lines now (Fastify's logger with logging off does nothing). */
+export function infoEnabled(log: FastifyBaseLogger): () => boolean {
+  // Fastify's logger is pino's (its type leaves out the level check).
   const levelCheck = (log as unknown as Partial<pino.Logger>).isLevelEnabled;
-  const info = () => levelCheck?.call(log, 'info') ?? true;
+  return () => levelCheck?.call(log, 'info') ?? true;
+}
+
+/** The logger's access-line templates and where its lines go. */
+export interface AccessLineTemplates {
+  /** The template of a kind of line (null: that kind goes through the logger). */
+  template(url: string, ip: string, status: number): LineTemplate | null;
+  stream: { write(line: string): unknown };
+  /** The logger's time field. */
+  time: () => string;
+  /** Whether that field is pino's epoch milliseconds (`,"time":<ms>`), which another process can write. */
+  epochTime: boolean;
+}
+
+/**
+ * Templates of the routes' access lines made by `log` itself (see accessLines); undefined when its
+ * destination wants each line's metadata or it is not pino's.
+ */
+export function accessLineTemplates(log: FastifyBaseLogger): AccessLineTemplates | undefined {
+  const logger = log as unknown as Record<symbol, unknown>;
   const { asJsonSym, timeSym, streamSym, hooksSym, needsMetadataGsym } = pino.symbols;
   const stream = logger[streamSym] as { write(line: string): unknown; [key: symbol]: unknown } | undefined;
   const asJson = logger[asJsonSym] as
     ((obj: object, msg: string, level: number, time: string) => string) | undefined;
   const time = logger[timeSym] as (() => string) | undefined;
   const scrub = (logger[hooksSym] as { streamWrite?: (line: string) => string } | undefined)?.streamWrite;
-  const slow = (url: string, ip: string, reqId: string, status: number, ms: number) =>
-    log.info(
-      { reqId, req: { method: 'GET', url, ip }, res: { statusCode: status }, responseTime: ms },
-      'request completed',
-    );
   if (
     stream === undefined ||
     stream[needsMetadataGsym] === true ||
     asJson === undefined ||
     time === undefined
   )
-    return (...args) => {
-      if (info()) slow(...args);
-    };
+    return undefined;
 
   const templates = new Map<string, LineTemplate | null>();
-  const template = (path: string, url: string, ip: string, status: number): LineTemplate | null => {
+  const template = (url: string, ip: string, status: number): LineTemplate | null => {
+    // Only the token's value differs between requests of one path: its redacted form is the same.
+    const path = url.slice(0, url.indexOf('?'));
     const kind = `${status} ${ip} ${path}`;
     let found = templates.get(kind);
     if (found !== undefined) return found;
@@ -206,15 +252,5 @@ export function accessLines(
     return found;
   };
 
-  return (url, ip, reqId, status, ms) => {
-    if (!info()) return;
-    // Only the token's value differs between requests of one path: its redacted form is the same.
-    const path = url.slice(0, url.indexOf('?'));
-    const parts = template(path, url, ip, status);
-    if (parts === null) {
-      slow(url, ip, reqId, status, ms);
-      return;
-    }
-    stream.write(`${parts.head}${time()}${parts.afterTime}${reqId}${parts.afterId}${ms}${parts.tail}`);
-  };
+  return { template, stream, time, epochTime: time === pino.stdTimeFunctions.epochTime };
 }

@@ -46,15 +46,19 @@ export async function prettyLogStream(
   });
 }
 
-/** Bytes of JSON lines gathered before one write (a write system call per line cost a busy node dearly). */
-const JSON_BATCH_BYTES = 4096;
+/**
+ * Bytes of JSON lines gathered before one write (a write system call per line cost a busy node
+ * dearly): with the line that crosses it, a write stays under a pipe's atomic 4 KiB, so lines of
+ * two processes sharing the pipe (the finished-audio process's) never split each other.
+ */
+export const JSON_BATCH_BYTES = 3_072;
 /** At most this long between a line and its write, however quiet the service. */
-const JSON_FLUSH_MS = 100;
+export const JSON_FLUSH_MS = 100;
 
 let stdoutLines: ReturnType<typeof pino.destination> | undefined;
 
 /**
- * JSON lines on standard output, written in batches: up to 4 KiB gathered, at least every 100 ms,
+ * JSON lines on standard output, written in batches: up to 3 KiB gathered, at least every 100 ms,
  * synchronously when written. One destination per process, whose exit writes what is left (a
  * normal exit, a fatal error); only a kill that skips exit handlers (SIGKILL, the kernel's OOM
  * killer) loses up to the last 100 ms of lines.
@@ -71,6 +75,11 @@ export function batchedJsonStdout(): DestinationStream {
     stdoutLines = sonic;
   }
   return stdoutLines;
+}
+
+/** Whether `stream` is this process's batchedJsonStdout (which another process may share with lines of its own). */
+export function isBatchedJsonStdout(stream: unknown): boolean {
+  return stream !== undefined && stream === stdoutLines;
 }
 
 /** Writes the lines batchedJsonStdout still holds, now (synchronously: safe on the way out). */

@@ -8,6 +8,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { AnswerMeter } from './finished-audio.shortcut.js';
 
 /** What the metrics read from the services when scraped. */
 export interface MetricsSources {
@@ -26,16 +27,11 @@ export interface MetricsSources {
 /** Accounts shown in the queue-depth gauge (the deepest queues): bounded series whatever the tenants. */
 export const QUEUE_DEPTH_ACCOUNTS = 20;
 
-/** One app's metrics: the registry /metrics renders. */
-export interface ServiceMetrics {
+/** One app's metrics: the registry /metrics renders; `answered` and `answeredMany` count requests answered without Fastify's hooks. */
+export interface ServiceMetrics extends AnswerMeter {
   readonly registry: Registry;
   /** The Prometheus text exposition of every metric. */
   render(): Promise<{ contentType: string; body: string }>;
-  /**
-   * Counts one answered request as the hooks do (route = its route pattern), for a path that
-   * answers without Fastify's hooks.
-   */
-  answered(method: string, route: string, status: number, seconds: number, bytes: number): void;
 }
 
 /** Latency buckets (seconds): API calls take milliseconds, live streams minutes. */
@@ -199,9 +195,23 @@ export function createServiceMetrics(app: FastifyInstance, sources: MetricsSourc
     },
   });
 
+  const answeredMany = (
+    method: string,
+    route: string,
+    status: number,
+    seconds: readonly number[],
+    bytes: number,
+  ) => {
+    const labels = { method, route };
+    requests.inc({ method, route, status: String(status) }, seconds.length);
+    for (const time of seconds) latency.observe(labels, time);
+    bytesServed.inc({ route }, Math.max(0, bytes));
+  };
+
   return {
     registry,
     render: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
     answered,
+    answeredMany,
   };
 }
