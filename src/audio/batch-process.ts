@@ -15,7 +15,7 @@ import type { ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import type { MessagePort, TransferListItem } from 'node:worker_threads';
 import { WORKER_NICENESS } from '../common/worker-priority.js';
-import { forkModule, siblingModuleUrl } from '../common/worker-url.js';
+import { endChildProcess, forkModule, siblingModuleUrl } from '../common/worker-url.js';
 import type { SynthesisQueueOptions } from './engines/priority-task-queue.js';
 
 /** Main → child. */
@@ -149,12 +149,7 @@ export class BatchProcess implements BatchSynthesisHost, BatchWorkerHost {
     this.closed = true;
     const child = this.child;
     if (child === undefined) return;
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    this.send({ t: 'close' });
-    child.ref();
-    const timer = setTimeout(() => child.kill('SIGKILL'), CLOSE_WAIT_MS);
-    await exited;
-    clearTimeout(timer);
+    await endChildProcess(child, () => this.send({ t: 'close' }), CLOSE_WAIT_MS);
   }
 
   private started(): ChildProcess {

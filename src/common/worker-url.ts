@@ -82,6 +82,23 @@ export function forkModule(
   });
 }
 
+/**
+ * Asks a long-lived child to end (`askToEnd`, e.g. a close message), holds the event loop until it
+ * has exited, and kills it when it has not within `waitMs`.
+ */
+export async function endChildProcess(
+  child: ChildProcess,
+  askToEnd: () => void,
+  waitMs: number,
+): Promise<void> {
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  askToEnd();
+  child.ref();
+  const timer = setTimeout(() => child.kill('SIGKILL'), waitMs);
+  await exited;
+  clearTimeout(timer);
+}
+
 /** How forkModule starts a child beyond its module and arguments. */
 export interface ForkOptions {
   /** Pipe stdin (data for the child to read). */

@@ -10,7 +10,6 @@ import pino from 'pino';
 import { bodyWindow, planRange } from '../stream/range-plan.js';
 import { answerHeaders, connectionOptions, plainAudioHead, plannedHeadFields } from './finished-audio.js';
 import {
-  clientKey,
   unreadBytes,
   type AnsweredRow,
   type ChildBlob,
@@ -20,7 +19,7 @@ import {
   type ToFinishedAudioProcess,
 } from './finished-audio.process.js';
 import type { LineTemplate } from './finished-audio.shortcut.js';
-import type { RateLimitAdmission } from './rate-limit.js';
+import { addressKey, type RateLimitAdmission } from './rate-limit.js';
 import { plannedRequestHeaders } from './reply-plan.js';
 import { JSON_BATCH_BYTES, JSON_FLUSH_MS } from './log-format.js';
 import { readRequestHead } from './request-head.js';
@@ -286,7 +285,7 @@ class Connection {
   ) {
     connections.add(this);
     this.address = socket.remoteAddress ?? '';
-    this.key = clientKey(this.address);
+    this.key = addressKey(this.address);
     socket.on('data', this.onData);
     socket.on('error', this.onGone);
     socket.on('close', this.onGone);

@@ -18,8 +18,7 @@
 import type { ChildProcess } from 'node:child_process';
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
-import { normalizeIP } from '@fastify/rate-limit';
-import { forkModule, siblingModuleUrl } from '../common/worker-url.js';
+import { endChildProcess, forkModule, siblingModuleUrl } from '../common/worker-url.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import { plainAudioHead } from './finished-audio.js';
 import {
@@ -145,12 +144,7 @@ export class FinishedAudioProcess {
     this.closed = true;
     const child = this.child;
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    this.send({ t: 'close' });
-    child.ref();
-    const timer = setTimeout(() => child.kill('SIGKILL'), CLOSE_WAIT_MS);
-    await exited;
-    clearTimeout(timer);
+    await endChildProcess(child, () => this.send({ t: 'close' }), CLOSE_WAIT_MS);
   }
 
   /** Reads the connection's first bytes, then gives it to the child or to the service's parser. */
@@ -187,11 +181,15 @@ export class FinishedAudioProcess {
     if (read.kind !== 'head') return false;
     const target = plainAudioHead(read.head);
     if (target === undefined) return false;
-    if (!this.started()) return false;
-    const key = this.deps!.audioKey(target.taskId, target.idx, target.auth);
-    if (key === undefined) return false;
+    return this.started() && this.heldAudio(target.taskId, target.idx, target.auth) !== undefined;
+  }
+
+  /** The key of the audio `auth` opens, when the service remembers it and holds it in memory. */
+  private heldAudio(taskId: string, idx: number | null, auth: string): string | undefined {
+    const key = this.deps!.audioKey(taskId, idx, auth);
+    if (key === undefined) return undefined;
     const held = this.deps!.blobs.held?.(key);
-    return held !== undefined && held.info.size > 0;
+    return held !== undefined && held.info.size > 0 ? key : undefined;
   }
 
   /** The service's parser takes the connection, `read` first. */
@@ -267,9 +265,8 @@ export class FinishedAudioProcess {
         });
         return;
       case 'lookup': {
-        const key = deps.audioKey(message.taskId, message.idx, message.auth);
-        const held = key === undefined ? undefined : deps.blobs.held?.(key);
-        const found = key !== undefined && held !== undefined ? { key, trustMs: this.trustMs } : null;
+        const key = this.heldAudio(message.taskId, message.idx, message.auth);
+        const found = key === undefined ? null : { key, trustMs: this.trustMs };
         this.send({ t: 'found', id: message.id, found });
         return;
       }
@@ -324,11 +321,6 @@ function detachFromServer(socket: Socket): void {
   if (server === undefined || server === null) return;
   attached.server = null;
   if (typeof server._connections === 'number') server._connections--;
-}
-
-/** The rate-limit key of a client address (as the routes' keyGenerator makes it). */
-export function clientKey(address: string): string {
-  return `ip:${normalizeIP(address)}`;
 }
 
 /**

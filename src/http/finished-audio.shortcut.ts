@@ -15,13 +15,12 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
-import { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
 import type { BlobInfo, BlobStore } from '../storage/blob-store.js';
 import { bodyWindow, planRange } from '../stream/range-plan.js';
 import { answerHeaders, audioTarget, ROUTED_HEADERS } from './finished-audio.js';
-import type { InProcessRateLimit } from './rate-limit.js';
+import { addressKey, type InProcessRateLimit } from './rate-limit.js';
 import { plannedRequestHeaders } from './reply-plan.js';
 import type { RequestShortcut } from './server.js';
 
@@ -102,7 +101,7 @@ export function finishedAudioShortcut(deps: FinishedAudioShortcutDeps): RequestS
     // A connection keeps its address: its counter's key is made once (normalising is a regex).
     let counterKey = counterKeys.get(req.socket);
     if (counterKey === undefined) {
-      counterKey = `ip:${normalizeIP(address)}`;
+      counterKey = addressKey(address);
       counterKeys.set(req.socket, counterKey);
     }
     // Last: a request handed to the routes after this would be counted twice.

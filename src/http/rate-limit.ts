@@ -32,7 +32,12 @@ export interface RateLimitRule {
  * the proxy), IPv4-mapped IPv6 as IPv4, and IPv6 by its /64, which one client usually holds whole.
  */
 export function clientAddressKey(request: FastifyRequest): string {
-  return `ip:${normalizeIP(request.ip)}`;
+  return addressKey(request.ip);
+}
+
+/** The rate-limit key of a client address, as clientAddressKey makes it for a request. */
+export function addressKey(address: string): string {
+  return `ip:${normalizeIP(address)}`;
 }
 
 function rateLimitError(_request: FastifyRequest, context: { after: string; ttl: number }): AppError {
