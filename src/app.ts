@@ -190,7 +190,9 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     opened.runner = runner;
     const stream = buildStreams(config, adapters, engines, tasks, pieceAudio);
     opened.stream = stream;
-    metrics.readFrom({ ...engines, runner, tasks, stream });
+    const audioProcess = finishedAudioProcess(config, adapters.events);
+    opened.audioProcess = audioProcess;
+    metrics.readFrom({ ...engines, runner, tasks, stream, audioProcess });
     const services: Services = {
       database: adapters.database,
       accounts,
@@ -204,8 +206,6 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       timings,
       events: adapters.events,
     };
-    const audioProcess = finishedAudioProcess(config, adapters.events);
-    opened.audioProcess = audioProcess;
     const adminToken = await registerRoutes(
       http,
       config,
@@ -366,6 +366,7 @@ interface MeteredParts {
   runner: TaskRunner;
   tasks: TaskService;
   stream: StreamService;
+  audioProcess: FinishedAudioProcess | undefined;
 }
 
 /**
@@ -388,8 +389,9 @@ function serviceMetrics(http: FastifyInstance): {
     encoded: () => sources?.encoded() ?? { audioSeconds: 0, workerSeconds: 0 },
     engineErrors: () => sources?.engineErrors() ?? new Map<string, number>(),
     queueDepthByAccount: async (limit) => (await sources?.queueDepthByAccount(limit)) ?? [],
+    finishedAudioConnections: () => sources?.finishedAudioConnections() ?? new Map<string, number>(),
   });
-  const readFrom = ({ encoders, runner, tasks, stream }: MeteredParts): void => {
+  const readFrom = ({ encoders, runner, tasks, stream, audioProcess }: MeteredParts): void => {
     sources = {
       streamSessions: () => stream.liveSessions(),
       listeners: () => stream.listeners(),
@@ -400,6 +402,7 @@ function serviceMetrics(http: FastifyInstance): {
       encoded: () => encoders.encoded,
       engineErrors: () => runner.engineErrors,
       queueDepthByAccount: (limit) => tasks.queueDepthByAccount(limit),
+      finishedAudioConnections: () => audioProcess?.connectionCounts() ?? new Map<string, number>(),
     };
   };
   return { registry, readFrom };

@@ -264,6 +264,50 @@ describe('the finished-audio process', () => {
   });
 });
 
+describe('the finished-audio process where the service has forgotten the task', () => {
+  it('starts with its first connection and keeps serving it: the service looks the task up again', async () => {
+    // The service remembers a finished task for 100 ms only; the child trusts it as long.
+    const other = await startTestApp({
+      listen: true,
+      env: { FINISHED_AUDIO_PROCESS: 'on', AUTH_CACHE_MS: '100' },
+    });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const voiceId = await createVoice(other.app, other.key);
+      const id = await createTask(other.app, other.key, [{ text: 'Looked up again.', voiceId }]);
+      const task = await waitForTask(other.app, other.accountId, id);
+      const url = new URL(String(task.metadata.audio));
+      const path = `${url.pathname}${url.search}`;
+      const viaRoutes = await get(other.baseUrl, routed(path), {}, false);
+      const process = other.app.finishedAudio!;
+      // The child starts with the first connection for it, which waits for it.
+      assert.equal(process.running, false, 'not started before any finished audio is asked for');
+      // A new connection whose task the service no longer remembers still goes to the child.
+      await sleep(200);
+      const first = await get(other.baseUrl, path, {}, agent);
+      assert.equal(first.status, 200);
+      assert.deepEqual(first.body, viaRoutes.body);
+      assert.equal(process.handedOff, 1);
+      // On the same connection once neither process trusts what they knew: answered there still.
+      await sleep(200);
+      const again = await get(other.baseUrl, path, { range: 'bytes=100-199' }, agent);
+      assert.equal(again.status, 206);
+      assert.deepEqual(again.body, viaRoutes.body.subarray(100, 200));
+      assert.equal(process.handedBack, 0, 'nothing was sent back');
+      // A token the service refuses: sent back, and the routes' 403 from the service.
+      const refused = await get(other.baseUrl, path.replace(/auth=[^&]+/, 'auth=wrong'), {}, false);
+      assert.equal(refused.status, 403);
+      assert.equal(process.handedBack, 1);
+      const metrics = await other.app.http.inject({ method: 'GET', url: '/metrics' });
+      assert.match(metrics.body, /voicegen_finished_audio_connections_total\{event="sent"\} 2/);
+      assert.match(metrics.body, /voicegen_finished_audio_connections_total\{event="back_refused"\} 1/);
+    } finally {
+      agent.destroy();
+      await other.close();
+    }
+  });
+});
+
 describe('the finished-audio process’s own access lines', () => {
   it('writes them on the standard output it shares with the service, whole, as the service would', async () => {
     // A service logging JSON lines to standard output, as `npm start` runs it.

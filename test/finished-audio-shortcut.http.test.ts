@@ -1,4 +1,5 @@
-// Finished audio answered before routing: over real HTTP, a plain `?auth=` request of a remembered
+// Finished audio answered before routing, in the service's process (FINISHED_AUDIO_PROCESS=off; the
+// process of its own has its test): over real HTTP, a plain `?auth=` request of a remembered
 // finished task gets the very answer, counters, access line and metrics the routes give, and
 // everything it does not decide (a wrong token, a deleted task, 304/412/416, the rate limit's 429)
 // is still answered by the routes.
@@ -27,7 +28,12 @@ describe('finished audio answered before routing', () => {
   before(async () => {
     t = await startTestApp({
       listen: true,
-      env: { LOG_LEVEL: 'info', STREAM_RATE_LIMIT_MAX: String(LIMIT), RATE_LIMIT_WINDOW_MS: '3600000' },
+      env: {
+        FINISHED_AUDIO_PROCESS: 'off',
+        LOG_LEVEL: 'info',
+        STREAM_RATE_LIMIT_MAX: String(LIMIT),
+        RATE_LIMIT_WINDOW_MS: '3600000',
+      },
       logger: { stream: { write: (line: string) => lines.push(line) } },
     });
     const voiceId = await createVoice(t.app, t.key);
@@ -130,7 +136,7 @@ describe('finished audio answered before routing', () => {
 
   it('a deleted task is forgotten: its audio answers 404 at once', async () => {
     // A new address would have a new budget; this one is spent, so a second app answers.
-    const other = await startTestApp({ listen: true });
+    const other = await startTestApp({ listen: true, env: { FINISHED_AUDIO_PROCESS: 'off' } });
     try {
       const voiceId = await createVoice(other.app, other.key);
       const id = await createTask(other.app, other.key, [{ text: 'Deleted soon.', voiceId }]);

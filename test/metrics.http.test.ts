@@ -61,6 +61,7 @@ describe('Prometheus metrics', () => {
       voicegen_encoder_realtime_factor: 'GAUGE',
       voicegen_engine_errors_total: 'COUNTER',
       voicegen_queue_depth: 'GAUGE',
+      voicegen_finished_audio_connections_total: 'COUNTER',
       voicegen_process_resident_memory_bytes: 'GAUGE',
     };
     for (const [name, type] of Object.entries(types)) {

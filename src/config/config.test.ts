@@ -113,8 +113,8 @@ describe('loadConfig: MP3 encoder build', () => {
 
 describe('loadConfig: finished-audio process', () => {
   it('is off by default; on or off, and names anything else', () => {
-    assert.equal(loadConfig({}).finishedAudioProcess, false);
-    assert.equal(loadConfig({ FINISHED_AUDIO_PROCESS: 'on' }).finishedAudioProcess, true);
+    assert.equal(loadConfig({}).finishedAudioProcess, true);
+    assert.equal(loadConfig({ FINISHED_AUDIO_PROCESS: 'off' }).finishedAudioProcess, false);
     assert.match(problems({ FINISHED_AUDIO_PROCESS: 'yes' }).join('\n'), /FINISHED_AUDIO_PROCESS/);
   });
 });

@@ -127,7 +127,7 @@ const envSchema = z.object({
   SYNTHESIS_THREADS: intFrom(1, 64).optional(),
   /** Long tasks' synthesis (espeak-ng, Flite) and encoding in a process of their own at the lowest priority. */
   BATCH_PROCESS: z.enum(['on', 'off']).default('off'),
-  FINISHED_AUDIO_PROCESS: z.enum(['on', 'off']).default('off'),
+  FINISHED_AUDIO_PROCESS: z.enum(['on', 'off']).default('on'),
   /** Niceness of every thread of the batch process (19: the lowest). */
   BATCH_PROCESS_NICENESS: intFrom(0, 19).default(10),
   ENCODER_THREADS: intFrom(1, 64).optional(),

@@ -16,6 +16,7 @@ import {
   type CountedGroup,
   type FoundAudio,
   type FromFinishedAudioProcess,
+  type HandBackReason,
   type ToFinishedAudioProcess,
 } from './finished-audio.process.js';
 import type { LineTemplate } from './finished-audio.shortcut.js';
@@ -35,6 +36,8 @@ const MAX_HELD_BYTES = 256 * 1024 * 1024;
 const ADMIT_SYNC_MS = 200;
 /** How often answers are sent for access lines and metrics, and lines written at the latest. */
 const ANSWERED_FLUSH_MS = 100;
+/** How long a question to the service may wait (a blob read there has 10 s) before the request goes back. */
+const ASK_DEADLINE_MS = 15_000;
 
 interface Held {
   blob: ChildBlob;
@@ -79,9 +82,19 @@ const send = (message: FromFinishedAudioProcess, socket?: Socket): void => {
   if (process.connected) process.send!(message, socket);
 };
 
-function ask(message: FromFinishedAudioProcess & { id: number }): Promise<ToFinishedAudioProcess> {
+/** The service's reply to `message`; undefined when none came within ASK_DEADLINE_MS. */
+function ask(
+  message: FromFinishedAudioProcess & { id: number },
+): Promise<ToFinishedAudioProcess | undefined> {
   return new Promise((resolve) => {
-    waiting.set(message.id, resolve);
+    const timer = setTimeout(() => {
+      waiting.delete(message.id);
+      resolve(undefined);
+    }, ASK_DEADLINE_MS);
+    waiting.set(message.id, (reply) => {
+      clearTimeout(timer);
+      resolve(reply);
+    });
     send(message);
   });
 }
@@ -129,7 +142,7 @@ async function audioFor(taskId: string, idx: number | null, auth: string): Promi
   const known = lookups.get(name);
   if (known !== undefined && known.until > Date.now()) return known.found.key;
   const reply = await ask({ t: 'lookup', id: nextId++, taskId, idx, auth });
-  if (reply.t !== 'found' || reply.found === null) return undefined;
+  if (reply?.t !== 'found' || reply.found === null) return undefined;
   if (lookups.size >= MAX_LOOKUPS) lookups.clear();
   lookups.set(name, { found: reply.found, until: Date.now() + reply.found.trustMs });
   return reply.found.key;
@@ -144,7 +157,7 @@ async function heldBlob(key: string): Promise<Held | undefined> {
     return known;
   }
   const reply = await ask({ t: 'blob', id: nextId++, key });
-  if (reply.t !== 'blob' || reply.blob === null || reply.blob.size === 0) return undefined;
+  if (reply?.t !== 'blob' || reply.blob === null || reply.blob.size === 0) return undefined;
   const { blob } = reply;
   const bytes = Buffer.from(blob.bytes.buffer, blob.bytes.byteOffset, blob.bytes.byteLength);
   const entry = { blob, bytes, lastModified: new Date(blob.modifiedAt).toUTCString() };
@@ -173,7 +186,7 @@ async function admit(key: string): Promise<RateLimitAdmission | undefined> {
     };
   }
   const reply = await ask({ t: 'admit', id: nextId++, clientKey: key, count: 1 });
-  if (reply.t !== 'admitted' || reply.admitted === null) return undefined;
+  if (reply?.t !== 'admitted' || reply.admitted === null) return undefined;
   const { admitted } = reply;
   windows.set(key, {
     limit: admitted.limit,
@@ -196,7 +209,7 @@ function syncWindows(): void {
     const count = window.unsynced;
     window.unsynced = 0;
     void ask({ t: 'admit', id: nextId++, clientKey: key, count }).then((reply) => {
-      if (reply.t !== 'admitted') return;
+      if (reply?.t !== 'admitted') return;
       // What was admitted here since the count left is still to be counted there.
       if (reply.admitted === null) window.remaining = 0;
       else window.remaining = Math.max(0, reply.admitted.remaining - window.unsynced);
@@ -235,7 +248,7 @@ function record(row: AnsweredRow, route: string, bytes: number): void {
       if (templates.size >= MAX_TEMPLATES) templates.clear();
       templates.set(kind, null);
       void ask({ t: 'template', id: nextId++, url, ip, status }).then((reply) => {
-        if (reply.t === 'template') templates.set(kind, reply.template);
+        if (reply?.t === 'template') templates.set(kind, reply.template);
       });
     }
     return;
@@ -330,27 +343,27 @@ class Connection {
     this.socket.setTimeout(0);
     this.busy = true;
     this.answer().then(
-      (answeredHere) => {
+      (answered) => {
         this.busy = false;
-        if (answeredHere) this.next();
-        else this.sendBack();
+        if (answered === true) this.next();
+        else this.sendBack(answered);
       },
       () => this.socket.destroy(),
     );
   }
 
-  /** Answers the next request; false when it is not for this process. */
-  private async answer(): Promise<boolean> {
+  /** Answers the next request; else says why it is not for this process. */
+  private async answer(): Promise<true | HandBackReason> {
     const started = performance.now();
     const read = readRequestHead(this.buffer, this.offset);
-    if (read.kind !== 'head') return false;
+    if (read.kind !== 'head') return read.kind === 'incomplete' ? 'incomplete' : 'route';
     const { head } = read;
     const target = plainAudioHead(head);
-    if (target === undefined) return false;
+    if (target === undefined) return 'route';
     const key = await audioFor(target.taskId, target.idx, target.auth);
-    if (key === undefined) return false;
+    if (key === undefined) return 'refused';
     const audio = await heldBlob(key);
-    if (audio === undefined || this.gone) return false;
+    if (audio === undefined || this.gone) return 'audio';
     const { blob } = audio;
     const plan = planRange({
       method: 'GET',
@@ -360,10 +373,10 @@ class Connection {
       produced: blob.size,
       finalSize: blob.size,
     });
-    if (plan.kind !== 'full' && plan.kind !== 'partial') return false;
+    if (plan.kind !== 'full' && plan.kind !== 'partial') return 'conditional';
     // Last: a request sent back after this would be counted twice.
     const admitted = await admit(this.key);
-    if (admitted === undefined || this.gone) return false;
+    if (admitted === undefined || this.gone) return 'rate_limit';
 
     this.offset += head.length;
     const close = connectionOptions(head)!.close;
@@ -393,11 +406,11 @@ class Connection {
   }
 
   /** Sends the connection back to the service with every byte not answered, once all answers are out. */
-  private sendBack(): void {
+  private sendBack(reason: HandBackReason): void {
     if (this.gone) return;
     this.returning = true;
     if (this.socket.writableLength > 0) {
-      this.socket.once('drain', () => this.sendBack());
+      this.socket.once('drain', () => this.sendBack(reason));
       return;
     }
     this.gone = true;
@@ -410,7 +423,7 @@ class Connection {
     socket.removeAllListeners('error');
     socket.removeAllListeners('close');
     connections.delete(this);
-    if (pending !== undefined) send({ t: 'back', pending }, socket);
+    if (pending !== undefined) send({ t: 'back', pending, reason }, socket);
     exitWhenDone();
   }
 }

@@ -5,19 +5,21 @@
  * work itself; docs/benchmarks.md, Finished-audio Range serving).
  *
  * The service reads the first bytes of each new connection before its HTTP parser does. When they
- * are a complete plain GET of finished audio it remembers (the shortcut's case,
- * finished-audio.ts), the connection itself — its socket and the bytes read — is sent to the
- * child, which answers that request and the next ones on the connection with the same checks,
- * headers, rate limit, access lines and metrics. A request the child does not answer (another
- * route, a token it cannot confirm, a 304/412/416, a refused rate limit, a head split across reads)
- * sends the connection back, with every byte not yet answered, to the service's parser, which
- * goes on from there. The service stays the one authority: the child asks it which audio a token
- * opens and for the audio's bytes, counts requests against the service's rate-limit windows, and
- * its answers are logged and counted by the service.
+ * are a complete plain GET of finished audio (the shortcut's case, finished-audio.ts), the
+ * connection itself — its socket and the bytes read — is sent to the child, which answers that
+ * request and the next ones on the connection with the same checks, headers, rate limit, access
+ * lines and metrics. A request the child does not answer (another route, a token the service
+ * refuses, audio it cannot send whole, a 304/412/416, a refused rate limit, a head split across
+ * reads) sends the connection back, with every byte not yet answered, to the service's parser,
+ * which goes on from there. The service stays the one authority: the child asks it which audio a
+ * token opens (the routes' own lookup) and for the audio's bytes, counts requests against the
+ * service's rate-limit windows, and sums its answers into the service's metrics.
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
 import { endChildProcess, forkModule, siblingModuleUrl } from '../common/worker-url.js';
 import type { BlobStore } from '../storage/blob-store.js';
 import { plainAudioHead } from './finished-audio.js';
@@ -37,8 +39,17 @@ import type { FastifyBaseLogger } from 'fastify';
 /** A new connection's first bytes are awaited this long before the service's parser takes it as is. */
 const FIRST_BYTES_MS = 1_000;
 
+/** New connections held at most while the child starts (more go to the service's parser). */
+const MAX_AWAITING = 1_024;
+
 /** How long the child may take to end its connections when the service closes. */
 const CLOSE_WAIT_MS = 2_000;
+
+/** Largest audio the child is sent whole when the service does not hold it (the cache's own bound). */
+const MAX_SENT_BLOB_BYTES = 16 * 1024 * 1024;
+
+/** How long reading a blob for the child may take before the child is told it is not there. */
+const BLOB_READ_MS = 10_000;
 
 /** An answer of the child whose access line the service writes: url, address, request id, status, ms. */
 export type AnsweredRow = [string, string, string, number, number];
@@ -72,6 +83,13 @@ export type ToFinishedAudioProcess =
   /** The service closes: end every connection once its answer in progress is out, then exit. */
   | { t: 'close' };
 
+/**
+ * Why the child sent a connection back: its next request is for another route (or not plain), a
+ * head not yet whole, a token the service refused, audio it cannot send whole, a conditional or
+ * unsatisfiable range (304/412/416), or a refused rate limit — each the service's to answer.
+ */
+export type HandBackReason = 'route' | 'incomplete' | 'refused' | 'audio' | 'conditional' | 'rate_limit';
+
 export type FromFinishedAudioProcess =
   /** Started: connections may be sent. */
   | { t: 'ready' }
@@ -82,12 +100,14 @@ export type FromFinishedAudioProcess =
   | { t: 'template'; id: number; url: string; ip: string; status: number }
   | { t: 'answered'; rows: AnsweredRow[] }
   | { t: 'counted'; groups: CountedGroup[] }
-  | { t: 'back'; pending: Uint8Array };
+  | { t: 'back'; pending: Uint8Array; reason: HandBackReason };
 
-/** What the process reads of the service: the shortcut's dependencies. */
+/** What the process reads of the service: the shortcut's dependencies and the routes' lookup. */
 export interface FinishedAudioProcessDeps {
   audioKey(taskId: string, idx: number | null, auth: string): string | undefined;
-  blobs: Pick<BlobStore, 'held'>;
+  /** The routes' own answer (undefined for any refusal), where `audioKey` does not remember the task. */
+  findAudioKey(taskId: string, idx: number | null, auth: string): Promise<string | undefined>;
+  blobs: Pick<BlobStore, 'held' | 'stat' | 'read'>;
   rateLimit: InProcessRateLimit;
   log: FastifyBaseLogger;
   metrics: AnswerMeter;
@@ -104,9 +124,12 @@ export class FinishedAudioProcess {
   private toParser: ((socket: Socket) => void) | undefined;
   private access: ReturnType<typeof accessLines> | undefined;
   private templates: AccessLineTemplates | undefined;
-  /** Connections sent to the child, and sent back by it. */
+  /** New connections held until the child is up. */
+  private readonly awaiting = new Set<() => void>();
+  /** Connections sent to the child, and sent back by it (in all and by reason). */
   handedOff = 0;
   handedBack = 0;
+  readonly handedBackFor = new Map<HandBackReason, number>();
   /** Access lines of the child's answers written here (the rest it writes itself). */
   linesWrittenHere = 0;
 
@@ -131,8 +154,18 @@ export class FinishedAudioProcess {
       for (const listener of parserListeners) listener.call(server, socket);
     };
     server.on('connection', (socket: Socket) => this.firstBytes(socket));
-    // Started now: a connection that comes before it is up stays with the service for its life.
-    this.started();
+  }
+
+  /** Whether the child is up and takes connections. */
+  get running(): boolean {
+    return this.ready && !this.closed;
+  }
+
+  /** Connections sent to the child (`sent`) and sent back, by reason (`back_<reason>`). */
+  connectionCounts(): ReadonlyMap<string, number> {
+    const counts = new Map<string, number>([['sent', this.handedOff]]);
+    for (const [reason, count] of this.handedBackFor) counts.set(`back_${reason}`, count);
+    return counts;
   }
 
   /** Forgets what the child trusts of `taskId` (every task when null): deleted, or a new token. */
@@ -142,6 +175,7 @@ export class FinishedAudioProcess {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.releaseAwaiting();
     const child = this.child;
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
     await endChildProcess(child, () => this.send({ t: 'close' }), CLOSE_WAIT_MS);
@@ -159,8 +193,9 @@ export class FinishedAudioProcess {
     const onData = (chunk: Buffer) => {
       socket.pause();
       done();
-      if (this.forChild(chunk)) this.handOff(socket, chunk);
-      else this.parse(socket, chunk);
+      if (!this.forChild(chunk)) this.parse(socket, chunk);
+      else if (this.started()) this.handOff(socket, chunk);
+      else this.awaitChild(socket, chunk);
     };
     const onGone = () => {
       done();
@@ -175,21 +210,60 @@ export class FinishedAudioProcess {
     socket.on('close', onGone);
   }
 
-  /** Whether `chunk` starts with a finished-audio request the child can answer. */
+  /**
+   * Whether `chunk` starts with a finished-audio request for the child. What its token opens is
+   * the child's to ask (a refusal sends the connection back): the service's own memory of the
+   * task and of its bytes lapses while the child serves them, and must not decide where a new
+   * connection goes.
+   */
   private forChild(chunk: Buffer): boolean {
     const read = readRequestHead(chunk);
-    if (read.kind !== 'head') return false;
-    const target = plainAudioHead(read.head);
-    if (target === undefined) return false;
-    return this.started() && this.heldAudio(target.taskId, target.idx, target.auth) !== undefined;
+    return !this.closed && read.kind === 'head' && plainAudioHead(read.head) !== undefined;
   }
 
-  /** The key of the audio `auth` opens, when the service remembers it and holds it in memory. */
-  private heldAudio(taskId: string, idx: number | null, auth: string): string | undefined {
-    const key = this.deps!.audioKey(taskId, idx, auth);
-    if (key === undefined) return undefined;
-    const held = this.deps!.blobs.held?.(key);
-    return held !== undefined && held.info.size > 0 ? key : undefined;
+  /**
+   * Holds a connection for the child until it is up (it starts with the first one: a service that
+   * serves no finished audio never runs it), else gives it to the parser after FIRST_BYTES_MS.
+   * A connection given to the parser stays with the service for its life, as a player's
+   * kept-alive one would.
+   */
+  private awaitChild(socket: Socket, read: Buffer): void {
+    if (this.awaiting.size >= MAX_AWAITING) return this.parse(socket, read);
+    const failed = () => socket.destroy();
+    const waiting = () => {
+      clearTimeout(timer);
+      this.awaiting.delete(waiting);
+      socket.off('close', waiting);
+      socket.off('error', failed);
+      if (socket.destroyed) return;
+      if (this.ready && !this.closed) this.handOff(socket, read);
+      else this.parse(socket, read);
+    };
+    const timer = setTimeout(waiting, FIRST_BYTES_MS);
+    socket.once('close', waiting);
+    socket.on('error', failed);
+    this.awaiting.add(waiting);
+  }
+
+  /** Sends every connection held for the child to it (once up) or to the parser (it failed or closed). */
+  private releaseAwaiting(): void {
+    for (const waiting of [...this.awaiting]) waiting();
+  }
+
+  /** The key of the audio `auth` opens, remembered or looked up as the routes do. */
+  private async findAudio(taskId: string, idx: number | null, auth: string): Promise<string | undefined> {
+    return this.deps!.audioKey(taskId, idx, auth) ?? (await this.deps!.findAudioKey(taskId, idx, auth));
+  }
+
+  /** The audio under `key` whole, held or read; undefined when empty, missing or too large to send. */
+  private async wholeBlob(key: string): Promise<ChildBlob | undefined> {
+    const { blobs } = this.deps!;
+    const held = blobs.held?.(key);
+    const info = held?.info ?? (await blobs.stat(key));
+    if (info === undefined || info.size === 0 || info.size > MAX_SENT_BLOB_BYTES) return undefined;
+    const bytes = held?.bytes ?? (await readWhole(blobs.read(key), BLOB_READ_MS));
+    if (bytes.byteLength !== info.size) return undefined;
+    return { size: info.size, etag: info.etag, modifiedAt: info.modifiedAt.getTime(), bytes };
   }
 
   /** The service's parser takes the connection, `read` first. */
@@ -211,7 +285,7 @@ export class FinishedAudioProcess {
     });
   }
 
-  /** Whether the child is up; starts it again when it has exited (this connection goes to the parser). */
+  /** Whether the child is up; starts it when it is not running (first use, or it exited). */
   private started(): boolean {
     if (this.closed) return false;
     if (this.child !== undefined) return this.ready;
@@ -228,6 +302,7 @@ export class FinishedAudioProcess {
     child.once('exit', (code, signal) => {
       this.ready = false;
       if (this.child === child) this.child = undefined;
+      this.releaseAwaiting();
       if (!this.closed)
         this.deps?.log.error(`the finished-audio process exited (${signal ?? `code ${code ?? '?'}`})`);
     });
@@ -255,6 +330,7 @@ export class FinishedAudioProcess {
           isBatchedJsonStdout(templates.stream) &&
           infoEnabled(deps.log)();
         this.send({ t: 'logging', own });
+        this.releaseAwaiting();
         return;
       }
       case 'template':
@@ -264,26 +340,21 @@ export class FinishedAudioProcess {
           template: this.templates?.template(message.url, message.ip, message.status) ?? null,
         });
         return;
-      case 'lookup': {
-        const key = this.heldAudio(message.taskId, message.idx, message.auth);
-        const found = key === undefined ? null : { key, trustMs: this.trustMs };
-        this.send({ t: 'found', id: message.id, found });
+      case 'lookup':
+        void this.findAudio(message.taskId, message.idx, message.auth).then(
+          (key) => {
+            const found = key === undefined ? null : { key, trustMs: this.trustMs };
+            this.send({ t: 'found', id: message.id, found });
+          },
+          () => this.send({ t: 'found', id: message.id, found: null }),
+        );
         return;
-      }
-      case 'blob': {
-        const held = deps.blobs.held?.(message.key);
-        const blob =
-          held === undefined
-            ? null
-            : {
-                size: held.info.size,
-                etag: held.info.etag,
-                modifiedAt: held.info.modifiedAt.getTime(),
-                bytes: held.bytes,
-              };
-        this.send({ t: 'blob', id: message.id, blob });
+      case 'blob':
+        void this.wholeBlob(message.key).then(
+          (blob) => this.send({ t: 'blob', id: message.id, blob: blob ?? null }),
+          () => this.send({ t: 'blob', id: message.id, blob: null }),
+        );
         return;
-      }
       case 'admit': {
         let admitted: RateLimitAdmission | undefined;
         for (let i = 0; i < message.count; i++) {
@@ -303,6 +374,7 @@ export class FinishedAudioProcess {
         return;
       case 'back':
         this.handedBack++;
+        this.handedBackFor.set(message.reason, (this.handedBackFor.get(message.reason) ?? 0) + 1);
         if (socket !== undefined) this.parse(socket, Buffer.from(message.pending));
         return;
     }
@@ -321,6 +393,16 @@ function detachFromServer(socket: Socket): void {
   if (server === undefined || server === null) return;
   attached.server = null;
   if (typeof server._connections === 'number') server._connections--;
+}
+
+/** Every byte of `source`, or a rejection once `ms` have passed (the stream is then destroyed). */
+async function readWhole(source: Readable, ms: number): Promise<Buffer> {
+  const timer = setTimeout(() => source.destroy(new Error(`the blob was not read within ${ms} ms`)), ms);
+  try {
+    return await buffer(source);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

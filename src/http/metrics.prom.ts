@@ -22,6 +22,8 @@ export interface MetricsSources {
   engineErrors(): ReadonlyMap<string, number>;
   /** Pending tasks of the accounts with the most of them (at most `limit`). */
   queueDepthByAccount(limit: number): Promise<{ accountId: string; pending: number }[]>;
+  /** Connections the finished-audio process took (`sent`) and sent back (by reason). */
+  finishedAudioConnections(): ReadonlyMap<string, number>;
 }
 
 /** Accounts shown in the queue-depth gauge (the deepest queues): bounded series whatever the tenants. */
@@ -180,6 +182,16 @@ export function createServiceMetrics(app: FastifyInstance, sources: MetricsSourc
     collect() {
       this.reset();
       for (const [engine, count] of sources.engineErrors()) this.inc({ engine }, count);
+    },
+  });
+  new Counter({
+    name: 'voicegen_finished_audio_connections_total',
+    help: 'Connections sent to the finished-audio process (event "sent") and sent back by it, by reason',
+    labelNames: ['event'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const [event, count] of sources.finishedAudioConnections()) this.inc({ event }, count);
     },
   });
   new Gauge({

@@ -63,6 +63,8 @@ export function audioRoutes(
       const deps = {
         audioKey: (taskId: string, idx: number | null, auth: string) =>
           tasks.rememberedAudioKey(taskId, idx, auth),
+        findAudioKey: (taskId: string, idx: number | null, auth: string) =>
+          tasks.audioKeyFor(taskId, idx, auth).catch(() => undefined),
         blobs,
         rateLimit: limit,
         log: app.log,
