@@ -2,7 +2,7 @@
  * Finished-audio Range serving vs nginx: `npm run bench:serve`
  * (env: SECONDS_PER_RUN, 10; CONNECTIONS, 64; RUNS, 2; LOG_LEVEL of the service, info;
  * SERVER_NODE_ARGS, extra node flags of the service such as "--cpu-prof --cpu-prof-dir=/tmp/prof";
- * SERVER_ENV, "K=V,K=V" extra variables of the service such as FINISHED_AUDIO_PROCESS=on).
+ * SERVER_ENV, "K=V,K=V" extra variables of the service such as FINISHED_AUDIO_PROCESS=off).
  * The service (embedded defaults) generates one task; its stored MP3 is downloaded and served by
  * nginx (one worker, sendfile, access log on, as Debian ships it) from a temporary root; `wrk`
  * (one thread, CONNECTIONS connections) asks both for random 64 KiB ranges of the same file, runs
