@@ -200,6 +200,22 @@ describe('the finished-audio process', () => {
     }
   });
 
+  it('is given only a finished task’s audio, as the routes would answer it', async () => {
+    const tasks = t.app.services.tasks;
+    const voiceId = await createVoice(t.app, t.key);
+    const id = await createTask(t.app, t.key, [{ text: 'Not yet finished.', voiceId }]);
+    const created = await tasks.get(t.accountId, id, { stream: 'true' });
+    const auth = new URL(created.streamUrl!).searchParams.get('auth')!;
+    // Until it has finished its pieces may be written again: the child must not hold them.
+    if (created.status !== 'generated') assert.equal(await tasks.finishedAudioKey(id, 0, auth), undefined);
+    await waitForTask(t.app, t.accountId, id);
+    assert.equal(await tasks.finishedAudioKey(id, 0, auth), await tasks.audioKeyFor(id, 0, auth));
+    assert.equal(await tasks.finishedAudioKey(id, null, auth), await tasks.audioKeyFor(id, null, auth));
+    assert.equal(await tasks.finishedAudioKey(id, 0, 'wrong'), undefined);
+    assert.equal(await tasks.finishedAudioKey(id, 7, auth), undefined);
+    assert.equal(await tasks.finishedAudioKey('no-such-task', null, auth), undefined);
+  });
+
   // Last: it spends this address's window.
   it('counts in the routes’ rate-limit window; the service answers the 429', async () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });

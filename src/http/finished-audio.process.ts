@@ -105,7 +105,7 @@ export type FromFinishedAudioProcess =
 /** What the process reads of the service: the shortcut's dependencies and the routes' lookup. */
 export interface FinishedAudioProcessDeps {
   audioKey(taskId: string, idx: number | null, auth: string): string | undefined;
-  /** The routes' own answer (undefined for any refusal), where `audioKey` does not remember the task. */
+  /** The routes' own lookup of a finished task's audio (undefined otherwise), where `audioKey` does not remember it. */
   findAudioKey(taskId: string, idx: number | null, auth: string): Promise<string | undefined>;
   blobs: Pick<BlobStore, 'held' | 'stat' | 'read'>;
   rateLimit: InProcessRateLimit;

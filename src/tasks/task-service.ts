@@ -603,6 +603,19 @@ export class TaskService implements StreamTaskLookup {
     return (idx === null ? task.audioKey : task.pieceKeys.get(idx)) || undefined;
   }
 
+  /**
+   * The audio key of a finished task that `auth` opens, looked up as audioKeyFor looks it up;
+   * undefined for anything audioKeyFor refuses and for a task not yet finished, whose pieces may
+   * still be written again (what another process may hold in memory for good must not change).
+   */
+  async finishedAudioKey(taskId: string, idx: number | null, auth: string): Promise<string | undefined> {
+    const task = await this.lookUp(taskId).catch(() => undefined);
+    if (task === undefined || (task.view.status !== 'generated' && task.view.status !== 'failed'))
+      return undefined;
+    if (!secretsEqual(auth, task.view.authToken)) return undefined;
+    return (idx === null ? task.audioKey : task.pieceKeys.get(idx)) || undefined;
+  }
+
   /** URL of a task's SRT subtitles (metadata.srt), carrying its stream token like the audio URLs. */
   srtUrl(taskId: string, authToken: string): string {
     return `${this.publicUrl}/api/tts/generate/${taskId}/subtitles.srt?auth=${authToken}`;

@@ -64,7 +64,7 @@ export function audioRoutes(
         audioKey: (taskId: string, idx: number | null, auth: string) =>
           tasks.rememberedAudioKey(taskId, idx, auth),
         findAudioKey: (taskId: string, idx: number | null, auth: string) =>
-          tasks.audioKeyFor(taskId, idx, auth).catch(() => undefined),
+          tasks.finishedAudioKey(taskId, idx, auth),
         blobs,
         rateLimit: limit,
         log: app.log,
