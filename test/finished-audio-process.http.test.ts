@@ -20,6 +20,7 @@ import {
 import {
   assertAccessLineAsRoutes,
   errorCode,
+  finishedAudio,
   get,
   routed,
   VOLATILE,
@@ -170,11 +171,7 @@ describe('the finished-audio process', () => {
   });
 
   it('a deleted task is forgotten: its audio answers 404 on a connection the child holds', async () => {
-    const voiceId = await createVoice(t.app, t.key);
-    const id = await createTask(t.app, t.key, [{ text: 'Deleted soon.', voiceId }]);
-    const task = await waitForTask(t.app, t.accountId, id);
-    const url = new URL(String(task.metadata.audio));
-    const path = `${url.pathname}${url.search}`;
+    const { id, path } = await finishedAudio(t, 'Deleted soon.');
     assert.equal((await get(t.baseUrl, routed(path))).status, 200);
     // A kept-alive connection the child holds (once the service holds the audio in memory).
     let agent = new Agent({ keepAlive: true, maxSockets: 1 });
@@ -255,11 +252,7 @@ describe('the finished-audio process', () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     let closed = false;
     try {
-      const voiceId = await createVoice(other.app, other.key);
-      const id = await createTask(other.app, other.key, [{ text: 'Closing soon.', voiceId }]);
-      const task = await waitForTask(other.app, other.accountId, id);
-      const url = new URL(String(task.metadata.audio));
-      const path = `${url.pathname}${url.search}`;
+      const { path } = await finishedAudio(other, 'Closing soon.');
       assert.equal((await get(other.baseUrl, routed(path))).status, 200);
       for (let i = 0; i < 40 && other.app.finishedAudio!.handedOff === 0; i++) {
         agent.destroy();
@@ -289,11 +282,7 @@ describe('the finished-audio process where the service has forgotten the task', 
     });
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     try {
-      const voiceId = await createVoice(other.app, other.key);
-      const id = await createTask(other.app, other.key, [{ text: 'Looked up again.', voiceId }]);
-      const task = await waitForTask(other.app, other.accountId, id);
-      const url = new URL(String(task.metadata.audio));
-      const path = `${url.pathname}${url.search}`;
+      const { path } = await finishedAudio(other, 'Looked up again.');
       const viaRoutes = await get(other.baseUrl, routed(path), {}, false);
       const process = other.app.finishedAudio!;
       // The child starts with the first connection for it, which waits for it.

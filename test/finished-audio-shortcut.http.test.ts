@@ -13,7 +13,14 @@ import {
   waitForTask,
   type TestApp,
 } from './helpers/test-app.js';
-import { assertAccessLineAsRoutes, errorCode, get, routed, VOLATILE } from './helpers/audio-answers.js';
+import {
+  assertAccessLineAsRoutes,
+  errorCode,
+  finishedAudio,
+  get,
+  routed,
+  VOLATILE,
+} from './helpers/audio-answers.js';
 
 const LIMIT = 40;
 
@@ -138,11 +145,7 @@ describe('finished audio answered before routing', () => {
     // A new address would have a new budget; this one is spent, so a second app answers.
     const other = await startTestApp({ listen: true, env: { FINISHED_AUDIO_PROCESS: 'off' } });
     try {
-      const voiceId = await createVoice(other.app, other.key);
-      const id = await createTask(other.app, other.key, [{ text: 'Deleted soon.', voiceId }]);
-      const task = await waitForTask(other.app, other.accountId, id);
-      const url = new URL(String(task.metadata.audio));
-      const path = `${url.pathname}${url.search}`;
+      const { id, path } = await finishedAudio(other, 'Deleted soon.');
       assert.equal((await get(other.baseUrl, path)).status, 200);
       assert.equal((await get(other.baseUrl, path, { range: 'bytes=0-9' })).status, 206);
       const deleted = await other.app.http.inject({

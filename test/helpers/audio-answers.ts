@@ -1,6 +1,7 @@
 // Finished-audio answers read over real HTTP, for comparing the paths that answer them.
 import assert from 'node:assert/strict';
 import { request as httpRequest, type Agent, type IncomingHttpHeaders } from 'node:http';
+import { createTask, createVoice, waitForTask, type TestApp } from './test-app.js';
 
 export interface Answer {
   status: number;
@@ -80,4 +81,13 @@ export async function assertAccessLineAsRoutes(
   for (const key of ['level', 'pid', 'hostname']) assert.equal(mine[key], theirs[key]);
   const token = new URL(path, 'http://x').searchParams.get('auth') ?? '';
   assert.ok(!lines.some((l) => l.includes(token)), 'no line holds the token');
+}
+
+/** A finished task of one content saying `text`: its id and its audio's path with its `auth`. */
+export async function finishedAudio(t: TestApp, text: string): Promise<{ id: string; path: string }> {
+  const voiceId = await createVoice(t.app, t.key);
+  const id = await createTask(t.app, t.key, [{ text, voiceId }]);
+  const task = await waitForTask(t.app, t.accountId, id);
+  const url = new URL(String(task.metadata.audio));
+  return { id, path: `${url.pathname}${url.search}` };
 }
