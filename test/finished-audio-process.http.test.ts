@@ -213,6 +213,21 @@ describe('the finished-audio process', () => {
     assert.equal(await tasks.finishedAudioKey('no-such-task', null, auth), undefined);
   });
 
+  it('starts a new child when its child has died, and answers meanwhile', async () => {
+    const process = t.app.finishedAudio!;
+    const pid = process.pid!;
+    globalThis.process.kill(pid, 'SIGKILL');
+    for (let i = 0; i < 100 && process.pid === pid; i++) await sleep(20);
+    assert.notEqual(process.pid, pid, 'the dead child was noticed');
+    const before = process.handedOff;
+    const viaRoutes = await get(t.baseUrl, routed(audio), { range: 'bytes=0-99' });
+    const answer = await get(t.baseUrl, audio, { range: 'bytes=0-99' });
+    assert.equal(answer.status, 206);
+    assert.deepEqual(answer.body, viaRoutes.body);
+    assert.equal(process.handedOff, before + 1, 'a new child took the connection');
+    assert.notEqual(process.pid, undefined);
+  });
+
   // Last: it spends this address's window.
   it('counts in the routes’ rate-limit window; the service answers the 429', async () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });

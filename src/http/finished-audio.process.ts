@@ -42,6 +42,9 @@ const FIRST_BYTES_MS = 1_000;
 /** New connections held at most while the child starts (more go to the service's parser). */
 const MAX_AWAITING = 1_024;
 
+/** How long after a child that never came up another is started (meanwhile the service answers). */
+const RESTART_AFTER_FAILED_START_MS = 60_000;
+
 /** How long the child may take to end its connections when the service closes. */
 const CLOSE_WAIT_MS = 2_000;
 
@@ -124,6 +127,8 @@ export class FinishedAudioProcess {
   private toParser: ((socket: Socket) => void) | undefined;
   private access: ReturnType<typeof accessLines> | undefined;
   private templates: AccessLineTemplates | undefined;
+  /** When a child that failed to come up may be started again. */
+  private restartAt = 0;
   /** New connections held until the child is up. */
   private readonly awaiting = new Set<() => void>();
   /** Connections sent to the child, and sent back by it (in all and by reason). */
@@ -154,6 +159,11 @@ export class FinishedAudioProcess {
       for (const listener of parserListeners) listener.call(server, socket);
     };
     server.on('connection', (socket: Socket) => this.firstBytes(socket));
+  }
+
+  /** The child's process id while it runs. */
+  get pid(): number | undefined {
+    return this.child?.pid;
   }
 
   /** Whether the child is up and takes connections. */
@@ -195,7 +205,8 @@ export class FinishedAudioProcess {
       done();
       if (!this.forChild(chunk)) this.parse(socket, chunk);
       else if (this.started()) this.handOff(socket, chunk);
-      else this.awaitChild(socket, chunk);
+      else if (this.child !== undefined) this.awaitChild(socket, chunk);
+      else this.parse(socket, chunk);
     };
     const onGone = () => {
       done();
@@ -289,6 +300,7 @@ export class FinishedAudioProcess {
   private started(): boolean {
     if (this.closed) return false;
     if (this.child !== undefined) return this.ready;
+    if (Date.now() < this.restartAt) return false;
     const child = forkModule(CHILD_URL, [String(this.keepAliveMs)], 0, {
       stdout: 'inherit',
       stderr: 'inherit',
@@ -298,14 +310,20 @@ export class FinishedAudioProcess {
     child.on('message', (message: FromFinishedAudioProcess, socket?: Socket) =>
       this.receive(message, socket),
     );
-    child.on('error', (err) => this.deps?.log.error({ err }, 'the finished-audio process failed'));
-    child.once('exit', (code, signal) => {
+    const gone = (why: string) => {
+      if (this.child !== child) return;
+      // A child that never came up is not started again at once: each try would hold connections.
+      if (!this.ready) this.restartAt = Date.now() + RESTART_AFTER_FAILED_START_MS;
       this.ready = false;
-      if (this.child === child) this.child = undefined;
+      this.child = undefined;
       this.releaseAwaiting();
-      if (!this.closed)
-        this.deps?.log.error(`the finished-audio process exited (${signal ?? `code ${code ?? '?'}`})`);
+      if (!this.closed) this.deps?.log.error(`the finished-audio process ${why}`);
+    };
+    child.on('error', (err) => {
+      this.deps?.log.error({ err }, 'the finished-audio process failed');
+      if (child.pid === undefined) gone('could not be started');
     });
+    child.once('exit', (code, signal) => gone(`exited (${signal ?? `code ${code ?? '?'}`})`));
     child.unref();
     child.channel?.unref();
     return false;
