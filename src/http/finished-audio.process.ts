@@ -108,7 +108,7 @@ export type FromFinishedAudioProcess =
 /** What the process reads of the service: the shortcut's dependencies and the routes' lookup. */
 export interface FinishedAudioProcessDeps {
   audioKey(taskId: string, idx: number | null, auth: string): string | undefined;
-  /** The routes' own lookup of a finished task's audio (undefined otherwise), where `audioKey` does not remember it. */
+  /** The routes' own lookup of a finished task's audio (remembered or read; undefined otherwise). */
   findAudioKey(taskId: string, idx: number | null, auth: string): Promise<string | undefined>;
   blobs: Pick<BlobStore, 'held' | 'stat' | 'read'>;
   rateLimit: InProcessRateLimit;
@@ -261,11 +261,6 @@ export class FinishedAudioProcess {
     for (const waiting of [...this.awaiting]) waiting();
   }
 
-  /** The key of the audio `auth` opens, remembered or looked up as the routes do. */
-  private async findAudio(taskId: string, idx: number | null, auth: string): Promise<string | undefined> {
-    return this.deps!.audioKey(taskId, idx, auth) ?? (await this.deps!.findAudioKey(taskId, idx, auth));
-  }
-
   /** The audio under `key` whole, held or read; undefined when empty, missing or too large to send. */
   private async wholeBlob(key: string): Promise<ChildBlob | undefined> {
     const { blobs } = this.deps!;
@@ -359,7 +354,7 @@ export class FinishedAudioProcess {
         });
         return;
       case 'lookup':
-        void this.findAudio(message.taskId, message.idx, message.auth).then(
+        void deps.findAudioKey(message.taskId, message.idx, message.auth).then(
           (key) => {
             const found = key === undefined ? null : { key, trustMs: this.trustMs };
             this.send({ t: 'found', id: message.id, found });

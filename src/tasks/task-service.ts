@@ -585,8 +585,8 @@ export class TaskService implements StreamTaskLookup {
     if (typeof auth !== 'string') throw errors.unauthorized('the auth query parameter must be given once');
     const task = await this.lookUp(taskId);
     if (!secretsEqual(auth, task.view.authToken)) throw errors.forbidden('auth does not match this task');
-    const key = idx === null ? task.audioKey : task.pieceKeys.get(idx);
-    if (!key) throw new AppError('RESOURCE_NOT_FOUND', 'this audio is not stored (yet)');
+    const key = storedAudioKey(task, idx);
+    if (key === undefined) throw new AppError('RESOURCE_NOT_FOUND', 'this audio is not stored (yet)');
     return key;
   }
 
@@ -600,7 +600,7 @@ export class TaskService implements StreamTaskLookup {
     if (task === undefined) return undefined;
     task.tokenDigest ??= secretDigest(task.view.authToken);
     if (!secretMatches(auth, task.tokenDigest)) return undefined;
-    return (idx === null ? task.audioKey : task.pieceKeys.get(idx)) || undefined;
+    return storedAudioKey(task, idx);
   }
 
   /**
@@ -613,7 +613,7 @@ export class TaskService implements StreamTaskLookup {
     if (task === undefined || (task.view.status !== 'generated' && task.view.status !== 'failed'))
       return undefined;
     if (!secretsEqual(auth, task.view.authToken)) return undefined;
-    return (idx === null ? task.audioKey : task.pieceKeys.get(idx)) || undefined;
+    return storedAudioKey(task, idx);
   }
 
   /** URL of a task's SRT subtitles (metadata.srt), carrying its stream token like the audio URLs. */
@@ -789,4 +789,9 @@ function quotaExceeded(refusal: QuotaRefusal, characters: number, now: Date): Ap
       `(UTC) and this request has ${characters}; the quota resets at 00:00 UTC`,
     { headers: { 'Retry-After': String(seconds) } },
   );
+}
+
+/** The key of a task's stored audio (idx null) or of one piece's; undefined while it is not stored. */
+function storedAudioKey(task: FinishedTask, idx: number | null): string | undefined {
+  return (idx === null ? task.audioKey : task.pieceKeys.get(idx)) || undefined;
 }
