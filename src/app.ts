@@ -185,7 +185,10 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       accounts,
       http,
       // The sessions are made next; the runner asks only once it has started.
-      (taskId) => opened.stream?.streaming(taskId) === true,
+      (taskId, at) => {
+        const played = opened.stream?.playedSeconds(taskId);
+        return played !== undefined && at < played + LISTENED_LEAD_S;
+      },
     );
     opened.runner = runner;
     const stream = buildStreams(config, adapters, engines, tasks, pieceAudio);
@@ -408,6 +411,12 @@ function serviceMetrics(http: FastifyInstance): {
   return { registry, readFrom };
 }
 
+/**
+ * Audio a live listener is to hear within this many seconds is made in the service's threads; audio
+ * further ahead is batch work like any other (the batch process, at its lower priority).
+ */
+const LISTENED_LEAD_S = 30;
+
 // ---- engines -----------------------------------------------------------------------------------
 
 /** The worker pools: speech engines, MP3 encoders and the parser of large requests. */
@@ -503,7 +512,7 @@ function buildTasks(
   voices: VoiceService,
   accounts: AccountService,
   http: FastifyInstance,
-  listened: (taskId: string) => boolean,
+  listened: (taskId: string, at: number) => boolean,
 ): { tasks: TaskService; runner: TaskRunner; pieceAudio: FsPieceAudioStore; timings: TimingService } {
   const taskStore = new TaskStore(adapters.database.db);
   const pieceAudio = new FsPieceAudioStore(

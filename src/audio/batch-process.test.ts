@@ -102,6 +102,23 @@ describe('batch process', () => {
     assert.deepEqual(summary(marks), summary((await speak(local)).marks));
   });
 
+  it('keeps here only the pieces a listener is to hear soon, asked where each piece starts', async () => {
+    const before = host.runsSent;
+    const asked: number[] = [];
+    // The listener will hear the first two seconds soon; the pieces after them can wait.
+    const { marks } = await speak(remote, {
+      listened: (at) => {
+        asked.push(at);
+        return at < 2;
+      },
+    });
+    const sent = host.runsSent - before;
+    const here = asked.filter((at) => at < 2).length;
+    assert.ok(here >= 1 && sent >= 1, `${here} pieces kept here, ${sent} sent to the process`);
+    assert.equal(sent, asked.length - here, 'every piece further ahead went to the process');
+    assert.deepEqual(summary(marks), summary((await speak(local)).marks));
+  });
+
   it(
     'runs every thread of the process at the lowest priority (Linux)',
     { skip: process.platform !== 'linux' },

@@ -136,6 +136,20 @@ export class SessionRegistry {
     return { session, release: session.acquire() };
   }
 
+  /**
+   * The oldest live session older than the one of `key` that `sameBytes` says builds the same
+   * bytes (another `i` of the same task and content), or undefined when there is none. Only older
+   * sessions are offered, so no two sessions ever read each other. Reading it takes no lease: it
+   * is still reclaimed and evicted as if nobody read it.
+   */
+  olderTwin(key: string, sameBytes: (otherKey: string) => boolean): StreamSession | undefined {
+    for (const [other, session] of this.sessions) {
+      if (other === key) return undefined;
+      if (sameBytes(other) && !session.isDestroyed && !session.cache.failed) return session;
+    }
+    return undefined;
+  }
+
   /** A lease on the live session of `key`, or undefined when there is none (never starts one: HEAD). */
   openExisting(key: string): SessionLease | undefined {
     if (this.closed) throw new Error('stream session registry is closed');
@@ -151,6 +165,21 @@ export class SessionRegistry {
       if (owner !== undefined) ids.add(owner.taskId);
     }
     return ids;
+  }
+
+  /**
+   * Seconds of `taskId`'s audio its earliest live session here has had time to play (a player that
+   * started with the session at real time); undefined when no live session of it is here.
+   */
+  playedSeconds(taskId: string): number | undefined {
+    let started: number | undefined;
+    for (const session of this.sessions.values())
+      if (
+        this.owners.get(session)?.taskId === taskId &&
+        (started === undefined || session.startedAt < started)
+      )
+        started = session.startedAt;
+    return started === undefined ? undefined : (Date.now() - started) / 1000;
   }
 
   /** Whether any live session of `taskId` is here. */

@@ -281,6 +281,46 @@ describe('stream sessions', () => {
     assert.equal(fx.service.pipelineRuns(), 1);
   });
 
+  test("sessions of one task's other `i`s read the oldest one's build: one encoding, the same bytes", async () => {
+    fx.start();
+    const pieces = [sine(1.2, 440), sine(0.8, 660), sine(1.0, 550)];
+    const intervals = [0.5, 0.25, 0.5];
+    fx.addTask('t1', intervals);
+    const encodedBefore = pool.encoded.audioSeconds;
+    const generation = fx.generate('t1', pieces, { chunk: 4410, delayMs: 5 });
+    const first = await fx.request('t1', { i: 'player-1' });
+    await sleep(30);
+    const others = await Promise.all(['player-2', 'player-3'].map((i) => fx.request('t1', { i })));
+    const etags = [first, ...others].map((r) => r.headers.ETag);
+    assert.equal(new Set(etags).size, 3, 'each session is a build of its own, with its own ETag');
+    const bodies = await Promise.all([first, ...others].map((r) => collect(body(r))));
+    await generation;
+    const encoded = pool.encoded.audioSeconds - encodedBefore;
+    const expected = await expectedMp3(pieces, [intervals[0] ?? 0, intervals[1] ?? 0, 0]);
+    for (const b of bodies) assert.equal(sha(b), sha(expected));
+    // 3 s of speech and 0.75 s of silence, encoded once, not once per session.
+    assert.ok(encoded > 3.5 && encoded < 4, `${encoded.toFixed(2)} s encoded for three sessions`);
+  });
+
+  test('a session whose older twin is reclaimed first makes the rest itself: the same bytes', async () => {
+    fx.start(100);
+    const pieces = [sine(1.2, 440), sine(0.8, 660), sine(1.0, 550)];
+    const intervals = [0.5, 0.25, 0.5];
+    fx.addTask('t1', intervals);
+    const encodedBefore = pool.encoded.audioSeconds;
+    const generation = fx.generate('t1', pieces, { chunk: 4410, delayMs: 25 });
+    const first = body(await fx.request('t1', { i: 'player-1' }));
+    await sleep(50);
+    const second = await fx.request('t1', { i: 'player-2' });
+    first.destroy(); // its only reader leaves: the twin is reclaimed while generation goes on
+    const bytes = await collect(body(second));
+    await generation;
+    const encoded = pool.encoded.audioSeconds - encodedBefore;
+    const expected = await expectedMp3(pieces, [intervals[0] ?? 0, intervals[1] ?? 0, 0]);
+    assert.equal(sha(bytes), sha(expected));
+    assert.ok(encoded > 3.75 + 0.1, `${encoded.toFixed(2)} s encoded: the second session encoded it again`);
+  });
+
   test('a closed range waits for its bytes; HEAD never waits', async () => {
     fx.start();
     fx.addTask('t2', [0.5]);

@@ -139,8 +139,8 @@ export interface StreamService {
   relayRuns(): number;
   /** Live sessions on this node now (fault tests check none is left behind). */
   liveSessions(): number;
-  /** Whether a live session of `taskId` is on this node (someone streams it now or did lately). */
-  streaming(taskId: string): boolean;
+  /** Seconds of the task's audio its earliest live session here has had time to play; undefined: none here. */
+  playedSeconds(taskId: string): number | undefined;
   /** Requests reading this node's live sessions now. */
   listeners(): number;
   /** Destroys every session (pipelines aborted, cache files deleted, timers cleared). */
@@ -154,6 +154,49 @@ const STREAMABLE = new Set(['processing', 'generated']);
 /** The registry key of a session: task, content (null = the whole task) and `i`. */
 function sessionKey(taskId: string, contentIndex: number | null, i: string): string {
   return JSON.stringify([taskId, contentIndex, i]);
+}
+
+/**
+ * The session of `key`'s bytes: those of an older session of the same audio (a player's other
+ * `i`), read from its cache as it grows, or else its own pipeline's. Every build of a task's
+ * stream is the same bytes, so a node encodes each task's stream once however many sessions read
+ * it. When the older session goes first (evicted, reclaimed, failed), its own pipeline makes the
+ * rest: encoded from the start again, the bytes already copied left out.
+ */
+async function* ownOrTwin(
+  registry: SessionRegistry,
+  key: string,
+  sameBytes: (otherKey: string) => boolean,
+  own: PipelineFactory,
+  signal: AbortSignal,
+): AsyncIterable<Uint8Array> {
+  const twin = registry.olderTwin(key, sameBytes);
+  let copied = 0;
+  if (twin !== undefined) {
+    try {
+      for await (const chunk of twin.cache.createReadStream(0, null, signal) as AsyncIterable<Buffer>) {
+        copied += chunk.length;
+        yield chunk;
+      }
+      return;
+    } catch {
+      signal.throwIfAborted();
+    }
+  }
+  yield* withoutFirst(own(signal), copied);
+}
+
+/** `bytes` without their first `skip` bytes. */
+async function* withoutFirst(bytes: AsyncIterable<Uint8Array>, skip: number): AsyncIterable<Uint8Array> {
+  let left = skip;
+  for await (const chunk of bytes) {
+    if (left >= chunk.length) {
+      left -= chunk.length;
+      continue;
+    }
+    yield left === 0 ? chunk : chunk.subarray(left);
+    left = 0;
+  }
 }
 
 /** Creates the stream service; call close() on shutdown. */
@@ -241,8 +284,8 @@ class DefaultStreamService implements StreamService {
     return this.registryNow?.size ?? 0;
   }
 
-  streaming(taskId: string): boolean {
-    return this.registryNow?.hasTask(taskId) === true;
+  playedSeconds(taskId: string): number | undefined {
+    return this.registryNow?.playedSeconds(taskId);
   }
 
   listeners(): number {
@@ -475,13 +518,16 @@ class DefaultStreamService implements StreamService {
     const registry = await this.sessions();
     if (this.closed) throw new AppError('SYSTEM_INTERNAL_ERROR', 'the stream service is shutting down');
     const key = sessionKey(task.id, contentIndex, i);
-    let pipeline: PipelineFactory;
+    let own: PipelineFactory;
     if (contentIndex === null) {
       const pieces = task.pieces.map(({ idx, interval }) => ({ idx, interval }));
-      pipeline = (signal) => fullTaskAudio(this.deps, task.id, pieces, signal);
+      own = (signal) => fullTaskAudio(this.deps, task.id, pieces, signal);
     } else {
-      pipeline = (signal) => contentAudio(this.deps, task.id, contentIndex, signal);
+      own = (signal) => contentAudio(this.deps, task.id, contentIndex, signal);
     }
+    const twins = sessionKey(task.id, contentIndex, '').slice(0, -3);
+    const pipeline: PipelineFactory = (signal) =>
+      ownOrTwin(registry, key, (other) => other.startsWith(twins), own, signal);
     const { source, kind } = this.sourceFor(key, task, { contentIndex, sessionId: i }, pipeline, relayed);
     return registry.open(key, source, kind, { taskId: task.id, accountId: task.accountId });
   }

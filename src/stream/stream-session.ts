@@ -67,6 +67,8 @@ export class StreamSession {
   private leases = 0;
   /** When the last lease went (creation time before the first); null while leased. */
   private idleSinceMs: number | null = Date.now();
+  /** When the session started (ms since the epoch): its first reader has played about this long since. */
+  readonly startedAt = Date.now();
   private idleTimer: NodeJS.Timeout | undefined;
   private readonly controller = new AbortController();
   /** Set once the owner stopped handing the session out; the last lease then destroys it. */

@@ -34,11 +34,12 @@ export interface SynthesisRequest {
   /** Whose work this is (an account id): engines that queue work share their threads fairly between owners. */
   owner?: string;
   /**
-   * Whether someone listens to this call's audio live now, asked as each of its pieces is queued:
-   * batch work someone listens to stays in the service's own threads when the rest of the batch
-   * work runs in the batch process, at a lower priority (docs/architecture.md, The batch process).
+   * Whether a live listener is to hear this call's audio at `at` seconds into its task soon, asked
+   * as each of its pieces is queued (`at`: where the piece starts): such batch work stays in the
+   * service's own threads when the rest of the batch work runs in the batch process, at a lower
+   * priority (docs/architecture.md, The batch process).
    */
-  listened?: () => boolean;
+  listened?: (at: number) => boolean;
   /** Seconds of its task's audio before this text: engines that queue work serve tasks further behind first. */
   startsAt?: number;
   /**

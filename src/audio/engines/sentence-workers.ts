@@ -176,7 +176,7 @@ export class SentenceWorkers {
             { interactive: req.interactive === true, owner: req.owner, rank },
             ports,
             // Asked only where it decides something: with a batch host.
-            this.batchHost !== undefined && req.listened?.() === true,
+            this.batchHost !== undefined && req.listened?.(rank) === true,
           ),
         chain !== undefined,
       );

@@ -66,10 +66,11 @@ export interface TaskRunnerDeps {
   encoders: EncoderPool;
   engineFor(binding: VoiceBinding): SpeechEngine;
   /**
-   * Whether someone streams the task live on this node: its batch work then stays in this
-   * process's threads when other batch work runs in the batch process. Absent = nobody.
+   * Whether a live session of the task on this node is to play its audio at `at` seconds soon: that
+   * batch work then stays in this process's threads when other batch work runs in the batch
+   * process. Absent = nobody.
    */
-  listened?: ((taskId: string) => boolean) | undefined;
+  listened?: ((taskId: string, at: number) => boolean) | undefined;
   /** Where each piece's timed sentences go as they are synthesised; absent = none recorded. */
   timings?: TimingStore | undefined;
   events: TaskEvents;
@@ -470,7 +471,10 @@ export class TaskRunner {
     // full-task stream and the merged audio like any other piece.
     const forwardMp3 = params.instruct_mode === true ? engine.synthesizeMp3 : undefined;
     // Only asked while batch work can leave the process (the batch process): a lookup per chunk.
-    const listened = (): boolean => encoders.hosted() && this.deps.listened?.(task.id) === true;
+    let samples = 0;
+    /** Whether a live listener is to hear the task's audio at `at` seconds soon (default: where the piece is now). */
+    const listened = (at = startsAt + samples / CANONICAL_RATE): boolean =>
+      encoders.hosted() && this.deps.listened?.(task.id, at) === true;
     // The piece's MP3 is made while it is synthesised (or is the engine's own): its per-content
     // stream forwards those bytes and they are stored below, so a piece is encoded once.
     const writer = await pieceAudio.startPiece(
@@ -486,7 +490,6 @@ export class TaskRunner {
           }
         : { kind: 'engine' },
     );
-    let samples = 0;
     const { timings } = this.deps;
     const collector = new TimingCollector(piece.text.length);
     const record = async (sentences: SentenceTiming[]): Promise<void> => {
@@ -575,7 +578,7 @@ export class TaskRunner {
     )
       return { stored: Promise.resolve(undefined) };
     // Decided once: a listener who comes later encodes the pieces in its own session.
-    const listened = encoders.hosted() && this.deps.listened?.(task.id) === true;
+    const listened = encoders.hosted() && this.deps.listened?.(task.id, 0) === true;
     // Hosted: the batch process reads the pieces' files and writes the merged file itself.
     const encoded = encoders.hosted({ listened })
       ? { done: pieceAudio.encodeMergedInHost(task.id, mergeOrder(pieces), encoders, signal) }
