@@ -156,6 +156,12 @@ function sessionKey(taskId: string, contentIndex: number | null, i: string): str
   return JSON.stringify([taskId, contentIndex, i]);
 }
 
+/** Whether `key` is a session key of this task and content, whatever its `i`. */
+function sameAudioAs(taskId: string, contentIndex: number | null): (key: string) => boolean {
+  const prefix = JSON.stringify([taskId, contentIndex]).slice(0, -1) + ',';
+  return (key) => key.startsWith(prefix);
+}
+
 /**
  * The session of `key`'s bytes: those of an older session of the same audio (a player's other
  * `i`), read from its cache as it grows, or else its own pipeline's. Every build of a task's
@@ -525,9 +531,8 @@ class DefaultStreamService implements StreamService {
     } else {
       own = (signal) => contentAudio(this.deps, task.id, contentIndex, signal);
     }
-    const twins = sessionKey(task.id, contentIndex, '').slice(0, -3);
-    const pipeline: PipelineFactory = (signal) =>
-      ownOrTwin(registry, key, (other) => other.startsWith(twins), own, signal);
+    const sameAudio = sameAudioAs(task.id, contentIndex);
+    const pipeline: PipelineFactory = (signal) => ownOrTwin(registry, key, sameAudio, own, signal);
     const { source, kind } = this.sourceFor(key, task, { contentIndex, sessionId: i }, pipeline, relayed);
     return registry.open(key, source, kind, { taskId: task.id, accountId: task.accountId });
   }
