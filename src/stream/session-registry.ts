@@ -172,14 +172,10 @@ export class SessionRegistry {
    * started with the session at real time); undefined when no live session of it is here.
    */
   playedSeconds(taskId: string): number | undefined {
-    let started: number | undefined;
+    let started = Infinity;
     for (const session of this.sessions.values())
-      if (
-        this.owners.get(session)?.taskId === taskId &&
-        (started === undefined || session.startedAt < started)
-      )
-        started = session.startedAt;
-    return started === undefined ? undefined : (Date.now() - started) / 1000;
+      if (this.owners.get(session)?.taskId === taskId) started = Math.min(started, session.startedAt);
+    return started === Infinity ? undefined : (Date.now() - started) / 1000;
   }
 
   /** Whether any live session of `taskId` is here. */
