@@ -84,3 +84,36 @@ describe('Flite engine words', () => {
     );
   });
 });
+
+describe('Flite instance', () => {
+  const instance = fliteProvider.create({
+    remoteEndpoints: {},
+    synthesisThreads: 1,
+    timeouts: { connectMs: 5_000, firstByteMs: 5_000, callMs: 60_000 },
+  });
+  after(() => instance.close());
+  const voice = { engine: 'flite', voice: 'kal16' } as const;
+  const engine = instance.engineFor(voice);
+
+  async function speak(text: string): Promise<Int16Array> {
+    const out: Int16Array[] = [];
+    for await (const p of engine.synthesize({ text, voice, speechRate: 1 }, new AbortController().signal))
+      out.push(p);
+    return concatPcm(out);
+  }
+
+  it("speaks a piece run after run in its thread's one instance as a new instance does", async () => {
+    // The thread's first run is on a new instance; every later one on the same instance, its
+    // memory put back in between.
+    const first = await speak('The keeper climbed the stairs at dusk.');
+    for (const text of [
+      'Hi.',
+      'A considerably longer sentence, with several clauses, so that the heap grows past its start.',
+      'Numbers like 1,234,567 and dates like 12/05/2024 take other paths.',
+      'Yes!',
+    ])
+      assert.ok((await speak(text)).length > 0, text);
+    for (let i = 0; i < 3; i++)
+      assert.deepEqual(await speak('The keeper climbed the stairs at dusk.'), first, `run ${i}`);
+  });
+});
