@@ -3,7 +3,9 @@
  * Environment: DURATION (loaded seconds, 600), UNLOADED (seconds, 45), WARMUP (seconds, 15), READERS (500), SESSIONS (20),
  * API_RPS (50), HOSTILE_HEAD_RPS (200), HOSTILE_PREVIEW_RPS (5), HOSTILE_GENERATE_RPS (10),
  * HOSTILE_TASK_CHARS (100000), HOSTILE_GENERATE_UNTIL_REFUSED (1: the generate flood stops at its first
- * refusal, so only the accepted tasks load the service), SERVER_CPUS and CLIENT_CPUS (taskset core lists: the server on one,
+ * refusal, so only the accepted tasks load the service), LOAD_NICENESS (19: the niceness this process, the load
+ * generator, takes once the polite client is started, so that on the client core the polite client's timings never
+ * wait behind the load; 0 keeps them equal), SERVER_CPUS and CLIENT_CPUS (taskset core lists: the server on one,
  * this process and the polite client on the other, e.g. SERVER_CPUS=1 CLIENT_CPUS=0), SERVER_ENV ("K=V,K=V" extra server variables), SERVER_NODE_ARGS
  * (extra node flags of the server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), SERVER_BUILD (`dist`:
  * the compiled service, as `npm start` runs it; build it first), KEEP_DATA (1 keeps the temporary
@@ -40,7 +42,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { pinClient, pinningLine, serverCommand } from './lib/pinning.js';
+import { pinClient, pinningLine, reniceThisProcess, serverCommand } from './lib/pinning.js';
 import { percentile, serverEnvFromProcess } from './lib/server.js';
 import {
   agentFor,
@@ -76,6 +78,7 @@ const HOSTILE_HEAD_RPS = env('HOSTILE_HEAD_RPS', 200);
 const HOSTILE_PREVIEW_RPS = env('HOSTILE_PREVIEW_RPS', 5);
 const HOSTILE_GENERATE_RPS = env('HOSTILE_GENERATE_RPS', 10);
 const HOSTILE_TASK_CHARS = env('HOSTILE_TASK_CHARS', 100_000);
+const LOAD_NICENESS = env('LOAD_NICENESS', 19);
 const KEEP_DATA = process.env.KEEP_DATA === '1';
 const HOSTILE_GENERATE_UNTIL_REFUSED = process.env.HOSTILE_GENERATE_UNTIL_REFUSED === '1';
 
@@ -673,7 +676,7 @@ async function main(): Promise<void> {
   console.log(pinningLine());
   console.log(
     `soak: unloaded ${UNLOADED_S} s, loaded ${DURATION_S} s, ${READERS} readers on ${SESSIONS} sessions, ` +
-      `${API_RPS} polite req/s, RATE_LIMIT_MAX=${RATE_LIMIT_MAX}, load average ${loadavg()
+      `${API_RPS} polite req/s, RATE_LIMIT_MAX=${RATE_LIMIT_MAX}, load generator at niceness ${LOAD_NICENESS}, load average ${loadavg()
         .map((l) => l.toFixed(2))
         .join(' ')}`,
   );
@@ -726,6 +729,7 @@ async function main(): Promise<void> {
     // Warm-up (not recorded): the same polite traffic, so the unloaded figures are not the JIT's.
     setPhase('warmup');
     const politeStopped = startPoliteClient(server.baseUrl, polite);
+    reniceThisProcess(LOAD_NICENESS);
     stopAll.signal.addEventListener('abort', () => politeClient?.kill(), { once: true });
     await sleep(WARMUP_S * 1000, undefined, { signal: stopAll.signal }).catch(() => undefined);
 

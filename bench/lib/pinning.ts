@@ -5,7 +5,8 @@
  * A benchmark may pin by default (pinByDefault); the variables, when set, still decide.
  */
 import { execFileSync } from 'node:child_process';
-import { availableParallelism } from 'node:os';
+import { readdirSync } from 'node:fs';
+import { availableParallelism, setPriority } from 'node:os';
 
 /** The cores of the server side (SERVER_CPUS), if pinned. */
 export function serverCpus(): string | undefined {
@@ -56,6 +57,16 @@ export function pinClient(): void {
   const cpus = clientCpus();
   if (cpus === undefined) return;
   execFileSync('taskset', ['-a', '-p', '-c', cpus, String(process.pid)], { stdio: 'ignore' });
+}
+
+/**
+ * Sets every thread of this process to `niceness` (threads it starts later inherit it). A load
+ * generator that shares the client core with the client whose latencies are the measurement
+ * lowers itself this way, so that the measuring client is not made to wait for the core by the
+ * load it measures under (a separate machine's clients would not be).
+ */
+export function reniceThisProcess(niceness: number): void {
+  for (const tid of readdirSync('/proc/self/task')) setPriority(Number(tid), niceness);
 }
 
 /** How the run was pinned, for the report. */
