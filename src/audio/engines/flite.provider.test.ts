@@ -36,15 +36,20 @@ describe('flitePieces', () => {
   });
 });
 
-describe('Flite engine words', () => {
+/** A Flite provider with one synthesis thread, closed after the suite that makes it. */
+function oneThread(): ReturnType<typeof fliteProvider.create> {
   const instance = fliteProvider.create({
     remoteEndpoints: {},
     synthesisThreads: 1,
     timeouts: { connectMs: 5_000, firstByteMs: 5_000, callMs: 60_000 },
   });
   after(() => instance.close());
+  return instance;
+}
+
+describe('Flite engine words', () => {
   const voice = { engine: 'flite', voice: 'kal16' } as const;
-  const engine = instance.engineFor(voice);
+  const engine = oneThread().engineFor(voice);
   const text = 'Yesterday Dr. Smith paid $42 for "two" books, then left at 5pm.';
   const req: SynthesisRequest = { text, voice, speechRate: 1 };
 
@@ -86,14 +91,8 @@ describe('Flite engine words', () => {
 });
 
 describe('Flite instance', () => {
-  const instance = fliteProvider.create({
-    remoteEndpoints: {},
-    synthesisThreads: 1,
-    timeouts: { connectMs: 5_000, firstByteMs: 5_000, callMs: 60_000 },
-  });
-  after(() => instance.close());
   const voice = { engine: 'flite', voice: 'kal16' } as const;
-  const engine = instance.engineFor(voice);
+  const engine = oneThread().engineFor(voice);
 
   async function speak(text: string): Promise<Int16Array> {
     const out: Int16Array[] = [];
