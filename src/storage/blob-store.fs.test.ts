@@ -6,6 +6,7 @@ import { readdirSync, readlinkSync } from 'node:fs';
 import { access, mkdir, mkdtemp, readdir, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { setImmediate } from 'node:timers/promises';
 import { loadConfig } from '../config/config.js';
@@ -46,6 +47,27 @@ describe('FsBlobStore partial writes', () => {
     assert.equal((await store.stat('voices/v/lora.bin'))?.size, 1);
     assert.equal(await new FsBlobStore(join(root, 'absent')).sweepPartialWrites(), 0);
     await store.close();
+  });
+
+  it('a write whose body fails leaves no file behind, however early it fails', async () => {
+    const root = await tempDir();
+    const store = new FsBlobStore(root);
+    await store.put('voices/v/lora-old.bin', new Uint8Array([1]), 'application/octet-stream');
+    // Failing at once races the write stream's opening of its temporary file; later, mid-body.
+    const failing = (afterChunks: number) =>
+      Readable.from(
+        (async function* () {
+          for (let i = 0; i < afterChunks; i++) yield Buffer.alloc(64, i);
+          throw new Error('the client went away');
+        })(),
+      );
+    for (let round = 0; round < 40; round++) {
+      await assert.rejects(
+        store.put(`voices/v/lora-${round}.bin`, failing(round % 3), 'application/octet-stream'),
+        /the client went away/,
+      );
+      assert.deepEqual(await readdir(join(root, 'voices', 'v')), ['lora-old.bin'], `round ${round}`);
+    }
   });
 
   it('an embedded start sweeps them (after kill -9 mid-write)', async () => {

@@ -7,7 +7,8 @@
  * through this store forgets the cached entry; this process is the data dir's only writer.
  */
 import { randomUUID } from 'node:crypto';
-import { constants, createWriteStream } from 'node:fs';
+import { once } from 'node:events';
+import { constants, createWriteStream, type WriteStream } from 'node:fs';
 import {
   access,
   mkdir,
@@ -200,15 +201,21 @@ export class FsBlobStore implements BlobStore {
     const path = this.pathOf(key);
     await this.forget(key);
     const tmp = join(dirname(path), `${TMP_PREFIX}${randomUUID()}`);
+    let file: WriteStream | undefined;
     try {
       await mkdir(dirname(path), { recursive: true, mode: OWNER_DIR_MODE });
       if (body instanceof Uint8Array) await writeFile(tmp, body, { mode: OWNER_FILE_MODE });
-      else await pipeline(body, createWriteStream(tmp, { mode: OWNER_FILE_MODE }));
+      else await pipeline(body, (file = createWriteStream(tmp, { mode: OWNER_FILE_MODE })));
       await rename(tmp, path);
       // A read that opened the old file meanwhile must not stay cached for the new one.
       await this.forget(key);
     } catch (err) {
       if (!(body instanceof Uint8Array)) body.destroy();
+      // The pipeline settles on the body's error without waiting for the file's stream, whose
+      // opening (which creates the file) may still be under way: removed before that, the file
+      // would be created afterwards and stay.
+      if (file !== undefined && !file.closed)
+        await once(file, 'close', { signal: AbortSignal.timeout(10_000) }).catch(() => undefined);
       // On a read-only disk even this fails (EROFS, not ENOENT): the write's error is the one to report.
       await rm(tmp, { force: true }).catch(() => undefined);
       // A full or read-only disk is 503 STORAGE_UNAVAILABLE, not a 500 (the errno stays the cause).
