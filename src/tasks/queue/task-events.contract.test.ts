@@ -315,4 +315,37 @@ void describe('RedisTaskEvents after its subscriber reconnects', () => {
       [],
     );
   });
+
+  test('closed while its reconnection subscribes again, leaves no promise rejected unhandled', async () => {
+    const { url, prefix } = freshRedis();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    const connection = new Redis(url);
+    try {
+      for (let round = 0; round < 5; round++) {
+        const events = await RedisTaskEvents.create({
+          connection,
+          prefix: `${prefix}${round}:`,
+          onError: () => {},
+        });
+        const subscriber = events['subscriber'];
+        // The moment a reconnection is ready its subscription is sent again; the connection then
+        // drops with that reply outstanding, and the service shuts down at once.
+        const closed = new Promise<void>((resolve) =>
+          subscriber.once('ready', () => {
+            subscriber.stream.destroy();
+            void events.close().then(resolve);
+          }),
+        );
+        subscriber.stream.destroy();
+        await closed;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await connection.quit();
+    }
+    assert.deepEqual(unhandled.map(String), []);
+  });
 });

@@ -7,9 +7,11 @@
  * from the moment it is called. `changed()` wakes this node's waiters at once and publishes for the
  * others; a node skips its own messages when they come back (each would wake its waiters twice).
  *
- * Reconnects: ioredis resubscribes by itself, but a change published while the subscriber was
- * disconnected is never delivered (pub/sub keeps no backlog). Once the subscription is back this
- * adapter wakes every local waiter, so each re-checks the state it waits on; and every wait has a
+ * Reconnects: the subscriber resubscribes on every 'ready' itself, with ioredis's own
+ * resubscription off: that one is sent without a handler for its failure, so a subscriber closed
+ * while its reconnection's handshake is in flight rejected it unhandled ("Connection is closed.").
+ * A change published while the subscriber was disconnected is never delivered (pub/sub keeps no
+ * backlog). Once the subscription is back this adapter wakes every local waiter, so each re-checks the state it waits on; and every wait has a
  * deadline (an abort signal), so a missed change delays a waiter but cannot strand it forever.
  */
 import { randomUUID } from 'node:crypto';
@@ -60,7 +62,10 @@ export class RedisTaskEvents implements TaskEvents {
   static async create(options: RedisTaskEventsOptions): Promise<RedisTaskEvents> {
     const channel = `${options.prefix}task-events`;
     // The connection name lets an operator (and the reconnect test) find this subscriber in CLIENT LIST.
-    const subscriber = options.connection.duplicate({ connectionName: `${options.prefix}task-events` });
+    const subscriber = options.connection.duplicate({
+      connectionName: `${options.prefix}task-events`,
+      autoResubscribe: false,
+    });
     const events = new RedisTaskEvents(options.connection, subscriber, channel, options.onError);
     subscriber.on('error', (err: Error) => options.onError(err));
     subscriber.on('message', (from: string, message: string) => {
@@ -115,9 +120,8 @@ export class RedisTaskEvents implements TaskEvents {
   }
 
   /**
-   * After a reconnect: makes sure the subscription is active again (ioredis resubscribes on its
-   * own; replies come in order, so this one confirms it), then wakes every waiter to re-check
-   * what it may have missed while disconnected.
+   * After a reconnect: subscribes again, then wakes every waiter to re-check what it may have
+   * missed while disconnected.
    */
   private resumed(): void {
     void this.subscriber.subscribe(this.channel).then(
