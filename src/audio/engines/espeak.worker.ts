@@ -1,5 +1,5 @@
 /**
- * Piscina task module for espeak-ng: one long-lived wasm instance per worker thread (init ≈ 0.1 s,
+ * Piscina task module for espeak-ng: one long-lived instance per worker thread (init ≈ 0.1 s,
  * then ≈ 15 ms per sentence). Each `synthesize` task speaks one sentence and posts it as canonical
  * PCM (22050 → 44100 Hz here, off the main thread) through the task's port while espeak speaks it,
  * in chunks transferred, not copied: a listener's audio starts after the sentence's first tenth
