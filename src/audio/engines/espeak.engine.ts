@@ -1,6 +1,6 @@
 /**
- * The embedded engine: espeak-ng (its emscripten build, translated to JavaScript) in a piscina pool
- * of worker threads (SentenceWorkers).
+ * The embedded engine: espeak-ng (WebAssembly, native/espeak-ng) in a piscina pool of worker
+ * threads (SentenceWorkers).
  * Text is split into sentences and a sentence into its clauses, each synthesised as one task; a
  * piece's audio is yielded while the worker speaks it, pieces in order, with the next one already
  * being synthesised.

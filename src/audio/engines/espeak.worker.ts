@@ -5,7 +5,8 @@
  * in chunks transferred, not copied: a listener's audio starts after the sentence's first tenth
  * of a second is synthesised, not after the whole sentence.
  */
-import loadEspeak, { type ESpeakEvent, type ESpeakNGWorker } from '@echogarden/espeak-ng-emscripten';
+import type { ESpeakEvent, ESpeakNGWorker } from '@echogarden/espeak-ng-emscripten';
+import { loadEspeakWasm as loadEspeak } from './espeak-wasm.js';
 import { workerData } from 'piscina';
 import { concatPcm } from '../pcm.js';
 import { createResampler } from '../resampler.js';
