@@ -94,6 +94,8 @@ class PgliteWorkerClient implements StatementRunner {
   private readonly pending = new Map<number, Pending>();
   private stopped: Error | undefined;
   private closing: Promise<void> | undefined;
+  /** The close request sent, if any: a clean exit of the worker after it is its answer. */
+  private closeId: number | undefined;
   /** Waiting on the spot saved up (INLINE_WAIT_SHARE of the time since `savedAt`, at most the burst). */
   private inlineLeftMs = INLINE_WAIT_BURST_MS;
   private savedAt = performance.now();
@@ -115,9 +117,13 @@ class PgliteWorkerClient implements StatementRunner {
     // Keeps the process alive only while an answer is awaited from the event loop (`later`).
     port.unref();
     worker.on('error', (err) => this.stop(new Error('the embedded database stopped', { cause: err })));
-    worker.on('exit', (code) =>
-      this.stop(new Error(`the embedded database stopped (worker exit code ${code})`)),
-    );
+    worker.on('exit', (code) => {
+      // The worker ends by itself once it has closed the database and posted that answer; its exit
+      // can be seen here before the answer, which travels on the other channel.
+      const closed = code === 0 && this.closeId !== undefined ? this.pending.get(this.closeId) : undefined;
+      closed?.resolve({ id: this.closeId ?? 0, ok: true, rows: [] });
+      this.stop(new Error(`the embedded database stopped (worker exit code ${code})`));
+    });
   }
 
   /** Starts the worker on `data` and resolves once the database is open (rejects with why it is not). */
@@ -247,6 +253,7 @@ class PgliteWorkerClient implements StatementRunner {
         const exited = once(this.worker, 'exit');
         const id = this.nextId++;
         const answer = this.later(id);
+        this.closeId = id;
         this.port.postMessage({ op: 'close', id } satisfies PgliteRequest);
         const response = await answer;
         if (!response.ok) throw deserializeDatabaseError(response.error);
