@@ -120,8 +120,8 @@ class PgliteWorkerClient implements StatementRunner {
     worker.on('exit', (code) => {
       // The worker ends by itself once it has closed the database and posted that answer; its exit
       // can be seen here before the answer, which travels on the other channel.
-      const closed = code === 0 && this.closeId !== undefined ? this.pending.get(this.closeId) : undefined;
-      closed?.resolve({ id: this.closeId ?? 0, ok: true, rows: [] });
+      const id = this.closeId;
+      if (code === 0 && id !== undefined) this.pending.get(id)?.resolve({ id, ok: true, rows: [] });
       this.stop(new Error(`the embedded database stopped (worker exit code ${code})`));
     });
   }
