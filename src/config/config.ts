@@ -104,7 +104,7 @@ const envSchema = z.object({
   /** On a start with no account (and no BOOTSTRAP_API_KEY): create one and print its key once. */
   FIRST_RUN_ACCOUNT: z.enum(['true', 'false', '1', '0']).default('true'),
   SHORT_TASK_MAX_CHARS: intFrom(0, 1_000_000).default(500),
-  SHORT_TASK_CONCURRENCY: intFrom(0, 64).default(32),
+  SHORT_TASK_CONCURRENCY: intFrom(0, 256).default(64),
   /** Per-account quotas; 0 = unlimited. Pending plus processing tasks. */
   ACCOUNT_MAX_QUEUED_TASKS: intFrom(0, 1_000_000).default(100),
   /**

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
 import { after, describe, it } from 'node:test';
 import { rmsDbfs } from '../../../test/helpers/audio-check.js';
 import { isAppError } from '../../errors/app-error.js';
@@ -260,7 +261,51 @@ describe('espeak engine', () => {
     assert.equal(events[0], 'interactive', events.join(', '));
   });
 
+  it('speaks what a client waits for at normal priority, also while no batch work runs', async () => {
+    // The batch threads run at niceness 10, where a piece gets a fraction of a core that the
+    // event loop keeps busy (a burst of short tasks): interactive pieces never run there.
+    const fresh = createEspeakEngine({ threads: 2 });
+    try {
+      const before = threadNiceness();
+      await Promise.all(
+        ['First one.', 'Second one.', 'Third one, a little longer.'].map(async (text) => {
+          const full: SynthesisRequest = {
+            voice: { engine: 'espeak', voice: 'en-us' },
+            speechRate: 1,
+            text,
+            interactive: true,
+          };
+          for await (const _ of fresh.synthesize(full, new AbortController().signal));
+        }),
+      );
+      const started = [...threadNiceness()].filter(([tid]) => !before.has(tid));
+      assert.ok(started.length > 0, 'no synthesis thread started');
+      assert.deepEqual(
+        started.filter(([, nice]) => nice !== 0),
+        [],
+        `threads started: ${started.map(([tid, nice]) => `${tid} at ${nice}`).join(', ')}`,
+      );
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it('yields nothing for text without sentences', async () => {
     assert.deepEqual(await speak({ text: '  \n ' }), []);
   });
 });
+
+/** This process's threads (Linux: /proc/self/task) and their niceness. */
+function threadNiceness(): Map<string, number> {
+  const threads = new Map<string, number>();
+  for (const tid of readdirSync('/proc/self/task')) {
+    try {
+      // Fields after the command's closing parenthesis; niceness is the stat file's 19th field.
+      const fields = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(')').at(-1)?.trim().split(' ');
+      threads.set(tid, Number(fields?.[16]));
+    } catch {
+      // The thread ended while the list was read.
+    }
+  }
+  return threads;
+}

@@ -196,7 +196,13 @@ class PooledEspeakEngine implements EspeakEngine {
   readonly appliesGain = true;
 
   constructor(threads: number, batchHost?: BatchSynthesisHost) {
-    this.workers = new SentenceWorkers(WORKER_URL, threads, { id: 'espeak', label: 'espeak-ng' }, batchHost);
+    this.workers = new SentenceWorkers(
+      WORKER_URL,
+      threads,
+      { id: 'espeak', label: 'espeak-ng' },
+      batchHost,
+      threads,
+    );
   }
 
   synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {

@@ -179,7 +179,13 @@ class FliteEngine implements SpeechEngine {
   readonly appliesGain = true;
 
   constructor(threads: number, batchHost?: BatchSynthesisHost) {
-    this.workers = new SentenceWorkers(WORKER_URL, threads, { id: 'flite', label: 'Flite' }, batchHost);
+    this.workers = new SentenceWorkers(
+      WORKER_URL,
+      threads,
+      { id: 'flite', label: 'Flite' },
+      batchHost,
+      threads,
+    );
   }
 
   synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {

@@ -54,8 +54,8 @@ export function createSynthesisPool(
 const CLOSE_TIMEOUT_MS = 10_000;
 
 /**
- * Interactive sentences the interactive lane takes at once (one running, one next); more go to the
- * batch threads, first in their queue.
+ * Interactive sentences a lane thread takes at once (one running, one next) when the lane is
+ * smaller than the batch threads; more go to the batch threads, first in their queue.
  */
 const INTERACTIVE_LANE_DEPTH = 2;
 
@@ -72,13 +72,14 @@ export class SentenceWorkers {
   /** Batch (not interactive) pieces given to the batch threads and not yet done: running or queued. */
   private batchInPool = 0;
   /**
-   * One thread at normal priority for pieces a client is waiting for (one-shots, short tasks)
-   * while the batch threads are taken by batch work: those run at niceness 10, so under load an
-   * interactive sentence waited there for a long task's sentence to end and then got a fraction of
-   * a core, and a one-shot's first byte took 3× as long (soak). Otherwise interactive pieces go to
-   * the batch threads, first in their queue: a burst of one-shots alone gains nothing from a third
-   * thread on busy cores (it took the event loop's CPU: bench:first-byte), and the batch threads
-   * stay warm. Started on first use, retired after an idle minute.
+   * Threads at normal priority for pieces a client is waiting for (one-shots, short tasks): the
+   * batch threads run at niceness 10, where an interactive piece gets a fraction of a busy core
+   * (behind a long task's sentence, or behind the event loop creating the tasks of a burst) and
+   * its listener's audio comes late. With `laneThreads` as many as the batch threads, every
+   * interactive piece runs here. An engine whose instances are heavy (a neural model per thread)
+   * keeps one lane thread: its interactive pieces go there while batch work holds the batch
+   * threads, and otherwise to the batch threads, first in their queue. Started on first use,
+   * retired after an idle minute.
    */
   private readonly interactiveLane: Piscina;
   private inLane = 0;
@@ -86,16 +87,17 @@ export class SentenceWorkers {
   /**
    * `engine` names the engine in failures (operators' logs), `label` in their reason. `batchHost`:
    * where batch pieces are spoken instead of this process's batch threads (the batch process);
-   * interactive pieces stay here.
+   * interactive pieces stay here. `laneThreads`: of the interactive lane (see there).
    */
   constructor(
     private readonly workerUrl: URL,
     private readonly threads: number,
     private readonly engine: { id: string; label: string },
     private readonly batchHost?: BatchSynthesisHost,
+    private readonly laneThreads = 1,
   ) {
     this.pool = createSynthesisPool(workerUrl, threads);
-    this.interactiveLane = createSynthesisPool(workerUrl, 1, 'interactive');
+    this.interactiveLane = createSynthesisPool(workerUrl, laneThreads, 'interactive');
   }
 
   /** Runs one piece: an interactive one on the interactive lane when batch work holds the batch threads. */
@@ -108,7 +110,10 @@ export class SentenceWorkers {
     const interactive = options.interactive === true;
     // With a batch host, batch work nobody listens to is not here: the batch threads are free for
     // interactive pieces and for the batch pieces of live listeners.
-    const toLane = interactive && this.batchInPool >= this.threads && this.inLane < INTERACTIVE_LANE_DEPTH;
+    const toLane =
+      interactive &&
+      (this.laneThreads >= this.threads ||
+        (this.batchInPool >= this.threads && this.inLane < INTERACTIVE_LANE_DEPTH * this.laneThreads));
     const toHost = !interactive && !listened && this.batchHost !== undefined;
     const transfer = { transferList: [task.port, ...ports] };
     const done = toLane
