@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
 import { after, describe, it } from 'node:test';
 import { rmsDbfs } from '../../../test/helpers/audio-check.js';
+import { assertStartedAtNormalPriority, threadNiceness } from '../../../test/helpers/thread-niceness.js';
 import { isAppError } from '../../errors/app-error.js';
 import { concatPcm } from '../pcm.js';
 import type { SynthesisRequest } from './engine.js';
@@ -278,13 +278,7 @@ describe('espeak engine', () => {
           for await (const _ of fresh.synthesize(full, new AbortController().signal));
         }),
       );
-      const started = [...threadNiceness()].filter(([tid]) => !before.has(tid));
-      assert.ok(started.length > 0, 'no synthesis thread started');
-      assert.deepEqual(
-        started.filter(([, nice]) => nice !== 0),
-        [],
-        `threads started: ${started.map(([tid, nice]) => `${tid} at ${nice}`).join(', ')}`,
-      );
+      assertStartedAtNormalPriority(before);
     } finally {
       await fresh.close();
     }
@@ -294,18 +288,3 @@ describe('espeak engine', () => {
     assert.deepEqual(await speak({ text: '  \n ' }), []);
   });
 });
-
-/** This process's threads (Linux: /proc/self/task) and their niceness. */
-function threadNiceness(): Map<string, number> {
-  const threads = new Map<string, number>();
-  for (const tid of readdirSync('/proc/self/task')) {
-    try {
-      // Fields after the command's closing parenthesis; niceness is the stat file's 19th field.
-      const fields = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(')').at(-1)?.trim().split(' ');
-      threads.set(tid, Number(fields?.[16]));
-    } catch {
-      // The thread ended while the list was read.
-    }
-  }
-  return threads;
-}

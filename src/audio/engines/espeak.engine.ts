@@ -196,13 +196,7 @@ class PooledEspeakEngine implements EspeakEngine {
   readonly appliesGain = true;
 
   constructor(threads: number, batchHost?: BatchSynthesisHost) {
-    this.workers = new SentenceWorkers(
-      WORKER_URL,
-      threads,
-      { id: 'espeak', label: 'espeak-ng' },
-      batchHost,
-      threads,
-    );
+    this.workers = new SentenceWorkers(WORKER_URL, threads, { id: 'espeak', label: 'espeak-ng' }, batchHost);
   }
 
   synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {

@@ -3,6 +3,7 @@ import { after, describe, it } from 'node:test';
 import { concatPcm } from '../pcm.js';
 import type { EngineAudio, SynthesisRequest } from './engine.js';
 import { flitePieces, fliteProvider } from './flite.provider.js';
+import { assertStartedAtNormalPriority, threadNiceness } from '../../../test/helpers/thread-niceness.js';
 
 describe('flitePieces', () => {
   it("cuts the first sentence's first clause apart, keeps later sentences whole", () => {
@@ -46,6 +47,34 @@ function oneThread(): ReturnType<typeof fliteProvider.create> {
   after(() => instance.close());
   return instance;
 }
+
+describe('Flite engine threads', () => {
+  it('speaks what a client waits for at normal priority, also while no batch work runs', async () => {
+    // The batch threads run at niceness 10, where a piece gets a fraction of a core that the
+    // event loop keeps busy (a burst of short tasks): interactive pieces never run there.
+    const instance = fliteProvider.create({
+      remoteEndpoints: {},
+      synthesisThreads: 2,
+      timeouts: { connectMs: 5_000, firstByteMs: 5_000, callMs: 60_000 },
+    });
+    try {
+      const voice = { engine: 'flite', voice: 'kal16' } as const;
+      const engine = instance.engineFor(voice);
+      // The build's voice list is read once per process, by a thread of its own: read before.
+      await instance.voices();
+      const before = threadNiceness();
+      await Promise.all(
+        ['First one.', 'Second one.', 'Third one, a little longer.'].map(async (text) => {
+          const req: SynthesisRequest = { text, voice, speechRate: 1, interactive: true };
+          for await (const _ of engine.synthesize(req, new AbortController().signal));
+        }),
+      );
+      assertStartedAtNormalPriority(before);
+    } finally {
+      await instance.close();
+    }
+  });
+});
 
 describe('Flite engine words', () => {
   const voice = { engine: 'flite', voice: 'kal16' } as const;

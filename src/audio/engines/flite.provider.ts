@@ -179,13 +179,7 @@ class FliteEngine implements SpeechEngine {
   readonly appliesGain = true;
 
   constructor(threads: number, batchHost?: BatchSynthesisHost) {
-    this.workers = new SentenceWorkers(
-      WORKER_URL,
-      threads,
-      { id: 'flite', label: 'Flite' },
-      batchHost,
-      threads,
-    );
+    this.workers = new SentenceWorkers(WORKER_URL, threads, { id: 'flite', label: 'Flite' }, batchHost);
   }
 
   synthesize(req: SynthesisRequest, signal: AbortSignal): AsyncIterable<Int16Array> {

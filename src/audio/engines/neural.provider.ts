@@ -136,7 +136,14 @@ class NeuralEngine implements SpeechEngine {
     private readonly ready: (model: string) => Promise<NeuralModel>,
     private readonly clips: ReferenceClips | undefined,
   ) {
-    this.workers = new SentenceWorkers(WORKER_URL, threads, { id: 'neural', label: 'sherpa-onnx' });
+    // One lane thread: each thread holds its own models.
+    this.workers = new SentenceWorkers(
+      WORKER_URL,
+      threads,
+      { id: 'neural', label: 'sherpa-onnx' },
+      undefined,
+      1,
+    );
     // Each thread (the interactive lane's too) keeps its own instances: the budget is shared out.
     this.memoryPerThread = Math.floor(settings.memoryBytes / (threads + 1));
   }

@@ -87,14 +87,15 @@ export class SentenceWorkers {
   /**
    * `engine` names the engine in failures (operators' logs), `label` in their reason. `batchHost`:
    * where batch pieces are spoken instead of this process's batch threads (the batch process);
-   * interactive pieces stay here. `laneThreads`: of the interactive lane (see there).
+   * interactive pieces stay here. `laneThreads`: of the interactive lane (see there), by default
+   * as many as the batch threads.
    */
   constructor(
     private readonly workerUrl: URL,
     private readonly threads: number,
     private readonly engine: { id: string; label: string },
     private readonly batchHost?: BatchSynthesisHost,
-    private readonly laneThreads = 1,
+    private readonly laneThreads = threads,
   ) {
     this.pool = createSynthesisPool(workerUrl, threads);
     this.interactiveLane = createSynthesisPool(workerUrl, laneThreads, 'interactive');
