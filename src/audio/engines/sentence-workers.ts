@@ -101,7 +101,7 @@ export class SentenceWorkers {
     this.interactiveLane = createSynthesisPool(workerUrl, laneThreads, 'interactive');
   }
 
-  /** Runs one piece: an interactive one on the interactive lane when batch work holds the batch threads. */
+  /** Runs one piece: an interactive one on the interactive lane (see there for when), batch work on the batch threads or host. */
   private run(
     task: SentenceTask,
     options: SynthesisQueueOptions,
