@@ -284,6 +284,41 @@ describe('espeak engine', () => {
     }
   });
 
+  it('speaks the interactive piece furthest behind in its task first', async () => {
+    // One lane thread, inside a long piece: a piece 20 s into its task, then a task's first piece
+    // queue behind it; the first piece (its listener has nothing to play yet) goes first.
+    const fresh = createEspeakEngine({ threads: 1 });
+    try {
+      const spoken: string[] = [];
+      const say = async (text: string, startsAt: number, label: string, onChunk = () => {}) => {
+        const full: SynthesisRequest = {
+          voice: { engine: 'espeak', voice: 'en-us' },
+          speechRate: 1,
+          text,
+          interactive: true,
+          startsAt,
+        };
+        for await (const _ of fresh.synthesize(full, new AbortController().signal)) onChunk();
+        spoken.push(label);
+      };
+      await say('Warm.', 0, 'warm-up');
+      // No comma: one clause, one piece on the thread (~20 s of speech, yielded while spoken).
+      const long = 'This sentence keeps the synthesis thread busy for a good while and '.repeat(5) + 'ends.';
+      let queued: Promise<void>[] | undefined;
+      const busy = say(long, 0, 'busy', () => {
+        queued ??= [
+          say('A piece well into its task.', 20, 'later piece'),
+          say('A first piece.', 0, 'first piece'),
+        ];
+      });
+      await busy;
+      await Promise.all(queued ?? []);
+      assert.deepEqual(spoken.slice(1), ['busy', 'first piece', 'later piece']);
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it('yields nothing for text without sentences', async () => {
     assert.deepEqual(await speak({ text: '  \n ' }), []);
   });

@@ -108,3 +108,23 @@ test('within an owner, the task furthest behind goes first; equals in arrival or
     queue.push(t);
   assert.deepEqual(drain(queue), ['y-0', 'z-10', 'y-0b', 'x-40', 'x-40b']);
 });
+
+test('interactive pieces furthest behind in their task go first, before any batch work', () => {
+  const queue = new PriorityTaskQueue();
+  const ranked = (name: string, interactive: boolean, rank: number): Task & { name: string } => ({
+    name,
+    [queueOptionsSymbol]: { interactive, rank, owner: 'a' },
+  });
+  // A task 4 s into its audio queued its third piece; tasks created after it queued their first
+  // and second pieces: a listener still waiting for its first byte goes before one with audio.
+  for (const t of [
+    ranked('batch-0', false, 0),
+    ranked('x-4', true, 4),
+    ranked('y-0', true, 0),
+    ranked('y-1', true, 1),
+    ranked('z-0', true, 0),
+    ranked('x-4b', true, 4),
+  ])
+    queue.push(t);
+  assert.deepEqual(drain(queue), ['y-0', 'z-0', 'y-1', 'x-4', 'x-4b', 'batch-0']);
+});

@@ -1,6 +1,7 @@
 /**
  * A piscina task queue with two classes: tasks marked interactive (a one-shot or a short task a
- * client is waiting on) go before queued batch work, FIFO. Batch work is shared fairly between
+ * client is waiting on) go before queued batch work, the piece furthest behind in its task's audio
+ * first (a listener that has not started yet before one that is playing). Batch work is shared fairly between
  * its owners (accounts): the queue takes one task of each owner in turn, FIFO within an owner, so
  * an account that runs many tasks at once gets no more of the threads than an account with one —
  * and, as every running task keeps at most a sentence or two queued, the tasks of an owner share
@@ -18,8 +19,9 @@ export interface SynthesisQueueOptions {
   /** Whose work it is (an account id); batch work is shared fairly between owners. */
   owner?: string | undefined;
   /**
-   * Where the work sits in its task's audio (seconds from the start): within an owner, the task
-   * furthest behind goes first, so every live task's first sentence comes before anyone's tenth.
+   * Where the work sits in its task's audio (seconds from the start): among interactive work, and
+   * within an owner's batch work, the task furthest behind goes first, so every live task's first
+   * sentence comes before anyone's tenth.
    */
   rank?: number | undefined;
 }
@@ -49,8 +51,8 @@ function takeLowestRank(queued: QueuedTask[]): QueuedTask | null {
 }
 
 /**
- * Interactive tasks first, in arrival order; then batch tasks, one owner after another and, within
- * an owner, the lowest `rank` first (arrival order among equals). Use it with
+ * Interactive tasks first, the lowest `rank` first; then batch tasks, one owner after another and,
+ * within an owner, the lowest `rank` first (arrival order among equals in both classes). Use it with
  * piscina's `stricterFIFO: true`: a task piscina took but could not place on a busy thread comes
  * back through `unshift` to where it was (piscina's default pushes it to the back, which here would
  * also send its owner to the back of the turns: one owner's first sentence was bumped 20 times).
@@ -77,8 +79,8 @@ export class PriorityTaskQueue implements TaskQueue {
   }
 
   shift(): QueuedTask | null {
-    const urgent = this.interactive.shift();
-    if (urgent !== undefined) return urgent;
+    const urgent = takeLowestRank(this.interactive);
+    if (urgent !== null) return urgent;
     const owner = this.turns.shift();
     if (owner === undefined) return null;
     const queued = this.batch.get(owner) ?? [];

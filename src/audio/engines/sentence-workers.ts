@@ -117,8 +117,9 @@ export class SentenceWorkers {
         (this.batchInPool >= this.threads && this.inLane < INTERACTIVE_LANE_DEPTH * this.laneThreads));
     const toHost = !interactive && !listened && this.batchHost !== undefined;
     const transfer = { transferList: [task.port, ...ports] };
+    // Both queues take the piece furthest behind in its task's audio first (PriorityTaskQueue).
     const done = toLane
-      ? this.interactiveLane.run(task, transfer)
+      ? this.interactiveLane.run(withQueueOptions(task, options), transfer)
       : toHost
         ? this.batchHost.run(this.workerUrl, this.threads, task, options, transfer.transferList)
         : this.pool.run(withQueueOptions(task, options), transfer);
