@@ -1,8 +1,8 @@
 /**
  * A piscina task queue with two classes: tasks marked interactive (a one-shot or a short task a
- * client is waiting on) go before queued batch work, the piece furthest behind in its task's audio
- * first (a listener that has not started yet before one that is playing). Batch work is shared fairly between
- * its owners (accounts): the queue takes one task of each owner in turn, FIFO within an owner, so
+ * client is waiting on) go before queued batch work, the piece furthest behind in its task's
+ * audio first (a listener that has not started yet before one that is playing). Batch work is
+ * shared fairly between its owners (accounts): the queue takes one task of each owner in turn, so
  * an account that runs many tasks at once gets no more of the threads than an account with one —
  * and, as every running task keeps at most a sentence or two queued, the tasks of an owner share
  * its turn too. Without it, the first sentence of a one-shot would wait behind every sentence long

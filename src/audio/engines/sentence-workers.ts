@@ -118,11 +118,9 @@ export class SentenceWorkers {
     const toHost = !interactive && !listened && this.batchHost !== undefined;
     const transfer = { transferList: [task.port, ...ports] };
     // Both queues take the piece furthest behind in its task's audio first (PriorityTaskQueue).
-    const done = toLane
-      ? this.interactiveLane.run(withQueueOptions(task, options), transfer)
-      : toHost
-        ? this.batchHost.run(this.workerUrl, this.threads, task, options, transfer.transferList)
-        : this.pool.run(withQueueOptions(task, options), transfer);
+    const done = toHost
+      ? this.batchHost.run(this.workerUrl, this.threads, task, options, transfer.transferList)
+      : (toLane ? this.interactiveLane : this.pool).run(withQueueOptions(task, options), transfer);
     const count = (change: 1 | -1) => {
       if (toLane) this.inLane += change;
       else if (!interactive && !toHost) this.batchInPool += change;
