@@ -437,7 +437,7 @@ export class TaskService implements StreamTaskLookup {
     const { rows, total } = await this.store.list(accountId, q.limit, q.offset, q.status);
     const { count, textChars } = LISTED_CONTENTS;
     // The page's first contents and its voices (one query for the whole page) both follow from
-    // the page alone: asked together, they cost one round trip to the database, not two.
+    // the page alone: asked together, PostgreSQL answers them on two connections at once.
     const [pieces, pageVoices] = await Promise.all([
       this.store.firstPieces(
         rows.map((row) => row.id),
