@@ -42,6 +42,8 @@ import type { TaskRow, VoiceRow } from './schema.js';
 const TEST_DEADLINE = { timeout: 120_000 };
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const REPO = resolve(HERE, '../..');
+/** What the task list asks of its rows' pieces in these tests: the first two, texts cut to three characters. */
+const LIST_CONTENTS = { count: 2, chars: 3 };
 
 let template: Promise<Blob> | undefined;
 /** One migrated PGlite dump per test run: each embedded database here starts from it (≈0.5 s, no initdb). */
@@ -605,6 +607,7 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
       const tasks = new TaskStore(handle.db);
       const accountId = await newAccountId();
       const times = timeline(3);
+      const generatedAt = new Date('2026-11-30T01:02:03.456Z');
       const rows = times.map((at, i) =>
         taskRow(accountId, at, { status: i === 1 ? 'generated' : 'pending', characters: i + 1 }),
       );
@@ -620,17 +623,20 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
           pieces: (voicesOf[i] ?? []).map((voice, idx) => ({
             task_id: task.id,
             idx,
-            text: `piece ${idx}`,
+            text: idx === 0 ? `ünïcode piece ${idx}` : `piece ${idx}`,
             voice_id: voice,
             binding: '{}',
             params: '{}',
-            status: 'pending' as const,
+            // The oldest task's first piece is generated.
+            ...(i === 0 && idx === 0
+              ? { status: 'generated' as const, samples: 22_050, audio_key: 'k0', generated_at: generatedAt }
+              : { status: 'pending' as const }),
           })),
         });
       }
       assert.deepEqual(await tasks.get(rows[0]?.id ?? ''), rows[0]);
       assert.equal(await tasks.get(randomUUID()), undefined);
-      const all = await tasks.list(accountId, 10, 0, undefined);
+      const all = await tasks.list(accountId, 10, 0, undefined, LIST_CONTENTS);
       assert.equal(all.total, 3);
       assert.deepEqual(
         all.rows.map((r) => r.id),
@@ -647,7 +653,30 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
       );
       const oldest = all.rows[2];
       assert.ok(oldest);
-      const { contentsCount: _, voiceIds: __, ...summary } = oldest;
+      // Its first two pieces, texts cut to three characters plus one (in characters, not bytes).
+      assert.deepEqual(oldest.firstPieces, [
+        {
+          task_id: oldest.id,
+          idx: 0,
+          text: 'ünïc',
+          voice_id: 'b',
+          status: 'generated',
+          samples: '22050',
+          audio_key: 'k0',
+          generated_at: generatedAt,
+        },
+        {
+          task_id: oldest.id,
+          idx: 1,
+          text: 'piec',
+          voice_id: 'a',
+          status: 'pending',
+          samples: null,
+          audio_key: null,
+          generated_at: null,
+        },
+      ]);
+      const { contentsCount: _, voiceIds: __, firstPieces: ___, ...summary } = oldest;
       assert.deepEqual(summary, {
         id: rows[0]?.id,
         account_id: accountId,
@@ -661,12 +690,15 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
         generated_at: rows[0]?.generated_at,
       });
       // A page past the last task still says how many there are.
-      assert.deepEqual(await tasks.list(accountId, 2, 3, undefined), { rows: [], total: 3 });
+      assert.deepEqual(await tasks.list(accountId, 2, 3, undefined, LIST_CONTENTS), { rows: [], total: 3 });
       const withoutPieces = taskRow(accountId, new Date(Date.now() + 60_000));
       await tasks.insert({ task: withoutPieces, pieces: [] });
-      const newest = (await tasks.list(accountId, 1, 0, undefined)).rows[0];
-      assert.deepEqual([newest?.id, newest?.contentsCount, newest?.voiceIds], [withoutPieces.id, 0, []]);
-      const pending = await tasks.list(accountId, 1, 0, 'pending');
+      const newest = (await tasks.list(accountId, 1, 0, undefined, LIST_CONTENTS)).rows[0];
+      assert.deepEqual(
+        [newest?.id, newest?.contentsCount, newest?.voiceIds, newest?.firstPieces],
+        [withoutPieces.id, 0, [], []],
+      );
+      const pending = await tasks.list(accountId, 1, 0, 'pending', LIST_CONTENTS);
       assert.equal(pending.total, 3);
       assert.deepEqual(
         pending.rows.map((r) => r.id),

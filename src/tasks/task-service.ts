@@ -434,27 +434,21 @@ export class TaskService implements StreamTaskLookup {
     query: Record<string, unknown>,
   ): Promise<{ items: TaskSummaryView[]; total: number }> {
     const q = parseInput(taskListQuerySchema, query);
-    const { rows, total } = await this.store.list(accountId, q.limit, q.offset, q.status);
     const { count, textChars } = LISTED_CONTENTS;
-    // The page's first contents and its voices (one query for the whole page) both follow from
-    // the page alone: asked together, PostgreSQL answers them on two connections at once.
-    const [pieces, pageVoices] = await Promise.all([
-      this.store.firstPieces(
-        rows.map((row) => row.id),
-        count,
-        textChars,
-      ),
-      this.taskVoices(
-        accountId,
-        rows.flatMap((row) => row.voiceIds),
-      ),
-    ]);
+    const { rows, total } = await this.store.list(accountId, q.limit, q.offset, q.status, {
+      count,
+      chars: textChars,
+    });
+    const pageVoices = await this.taskVoices(
+      accountId,
+      rows.flatMap((row) => row.voiceIds),
+    );
     const voices = new Map(pageVoices.map((v) => [v.id, v]));
     const items = rows.map((row) =>
       this.summaryView(
         row,
         row.voiceIds.flatMap((id) => voices.get(id) ?? []),
-        pieces.get(row.id) ?? [],
+        row.firstPieces,
         q.stream === 'true',
       ),
     );

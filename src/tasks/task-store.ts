@@ -41,11 +41,36 @@ export type TaskSummaryRow = Pick<TaskRow, (typeof SUMMARY_COLUMNS)[number]> & {
   voiceIds: string[];
 };
 
-/** A piece as a task list shows it: no params, its text cut (see TaskStore.firstPieces). */
+/** A piece as a task list shows it: no params, its text cut (see TaskStore.list). */
 export type ListedPieceRow = Pick<
   TaskContentRow,
   'task_id' | 'idx' | 'text' | 'voice_id' | 'status' | 'samples' | 'audio_key' | 'generated_at'
 >;
+
+/** A listed piece as the list's statement sends it (JSON: numbers, and its time in milliseconds). */
+type ListedPieceJson = [
+  idx: number,
+  text: string,
+  voiceId: string,
+  status: PieceStatus,
+  samples: number | null,
+  audioKey: string | null,
+  generatedAtMs: number | null,
+];
+
+function listedPiece(taskId: string, piece: ListedPieceJson): ListedPieceRow {
+  const [idx, text, voiceId, status, samples, audioKey, generatedAtMs] = piece;
+  return {
+    task_id: taskId,
+    idx,
+    text,
+    voice_id: voiceId,
+    status,
+    samples: samples === null ? null : String(samples),
+    audio_key: audioKey,
+    generated_at: generatedAtMs === null ? null : new Date(generatedAtMs),
+  };
+}
 
 /** The columns of a task its stream and audio routes need (never the request echo): a cheap read per stream request. */
 const STREAM_COLUMNS = ['id', 'account_id', 'status', 'auth_token', 'audio_key', 'worker_url'] as const;
@@ -289,74 +314,56 @@ export class TaskStore {
       .execute();
   }
 
+  /**
+   * A page of the account's tasks, newest first, in one statement: each row brings its pieces per
+   * voice (voice id, count; ordered by each voice's first piece) and its first `contents.count`
+   * pieces, each text cut to `contents.chars` + 1 characters (so a caller can tell a cut text from
+   * one exactly `contents.chars` long) — what a list shows, never a whole text.
+   */
   async list(
     accountId: string,
     limit: number,
     offset: number,
     status: TaskStatus | undefined,
-  ): Promise<{ rows: TaskSummaryRow[]; total: number }> {
+    contents: { count: number; chars: number },
+  ): Promise<{ rows: (TaskSummaryRow & { firstPieces: ListedPieceRow[] })[]; total: number }> {
     let query = this.db.selectFrom('tasks').where('account_id', '=', accountId);
     if (status !== undefined) query = query.where('status', '=', status);
-    // Each row brings its pieces per voice (voice id, count), ordered by each voice's first piece:
-    // counts only, no texts read, in the page's own statement.
     const page = await fetchPage(
-      query.select(SUMMARY_COLUMNS).select(
-        sql<[voiceId: string, pieces: number][] | null>`(
+      query
+        .select(SUMMARY_COLUMNS)
+        .select(
+          sql<[voiceId: string, pieces: number][] | null>`(
             select json_agg(json_build_array(v.voice_id, v.pieces) order by v.first_idx)
             from (
               select voice_id, count(*) as pieces, min(idx) as first_idx
               from task_contents where task_id = tasks.id group by voice_id
             ) v
           )`.as('voice_pieces'),
-      ),
+        )
+        .select(
+          // Each piece as [idx, text, voice, status, samples, audio key, generated (ms since 1970)].
+          sql<ListedPieceJson[] | null>`(
+            select json_agg(json_build_array(
+              c.idx, left(c.text, ${contents.chars + 1}), c.voice_id, c.status, c.samples, c.audio_key,
+              floor(extract(epoch from c.generated_at) * 1000)
+            ) order by c.idx)
+            from task_contents c where c.task_id = tasks.id and c.idx < ${contents.count}
+          )`.as('first_pieces'),
+        ),
       limit,
       offset,
     );
-    const rows = page.rows.map(({ voice_pieces, ...row }) => {
+    const rows = page.rows.map(({ voice_pieces, first_pieces, ...row }) => {
       const voices = voice_pieces ?? [];
       return {
         ...row,
         contentsCount: voices.reduce((n, [, pieces]) => n + Number(pieces), 0),
         voiceIds: voices.map(([voiceId]) => voiceId),
+        firstPieces: (first_pieces ?? []).map((piece) => listedPiece(row.id, piece)),
       };
     });
     return { rows, total: page.total };
-  }
-
-  /**
-   * The first `count` pieces of each of `taskIds`, each text cut to `chars` + 1 characters (so a
-   * caller can tell a cut text from one exactly `chars` long): what a list shows of its tasks' contents.
-   */
-  async firstPieces(
-    taskIds: readonly string[],
-    count: number,
-    chars: number,
-  ): Promise<Map<string, ListedPieceRow[]>> {
-    const out = new Map<string, ListedPieceRow[]>();
-    if (taskIds.length === 0) return out;
-    const rows = await this.db
-      .selectFrom('task_contents')
-      .select([
-        'task_id',
-        'idx',
-        sql<string>`left(text, ${chars + 1})`.as('text'),
-        'voice_id',
-        'status',
-        'samples',
-        'audio_key',
-        'generated_at',
-      ])
-      .where('task_id', 'in', [...taskIds])
-      .where('idx', '<', count)
-      .orderBy('task_id')
-      .orderBy('idx')
-      .execute();
-    for (const row of rows) {
-      const pieces = out.get(row.task_id) ?? [];
-      pieces.push(row);
-      out.set(row.task_id, pieces);
-    }
-    return out;
   }
 
   async exists(taskId: string): Promise<boolean> {
