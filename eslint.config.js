@@ -17,7 +17,8 @@ const noFocusedTests = [
  * The floors of src/, ground first. A folder imports only folders on lower floors (never one on
  * its own floor: two folders that need each other belong on different floors, or together). The
  * composition root stands above them all and is not listed: src/app.ts, src/adapters.ts,
- * src/main.ts and src/cli/ (the CLI's entry points).
+ * src/main.ts, src/database-warm-up.ts (it uses every domain's store) and src/cli/ (the CLI's
+ * entry points).
  */
 export const floors = [
   ['common', 'errors', 'config', 'text'],

@@ -5,7 +5,7 @@
  */
 import { BatchProcess } from './audio/batch-process.js';
 import { join } from 'node:path';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import { AccountService } from './accounts/account-service.js';
 import { SqlAccountStore } from './accounts/account-store.sql.js';
 import { openAdapters, type Adapters } from './adapters.js';
@@ -66,6 +66,7 @@ import type { DatabaseHandle } from './storage/database.js';
 import { runGrowingFileFolder } from './storage/growing-file.fs.js';
 import { VoiceService } from './voices/voice-service.js';
 import { VoiceStore } from './voices/voice-store.js';
+import { warmUpDatabase } from './database-warm-up.js';
 import { MemoryRateLimitCounters } from './http/rate-limit-store.memory.js';
 import type { RateLimitStore } from './http/rate-limit.js';
 import { describeService } from './wyoming/info.js';
@@ -84,6 +85,12 @@ export interface AppOptions {
   database?: Promise<DatabaseHandle> | undefined;
   /** A voice whose first request should find its threads started: they start while storage opens. */
   warmUp?: VoiceBinding | undefined;
+  /**
+   * Run the service's statements on the embedded database in the background once the app is built
+   * (src/database-warm-up.ts), so that the first traffic finds its code compiled; the service's
+   * entry point asks for it. Nothing on PostgreSQL.
+   */
+  warmUpDatabase?: boolean | undefined;
 }
 
 export interface Services {
@@ -145,6 +152,8 @@ const SHUTDOWN_GRACE_MS = 2_000;
  */
 interface Opened {
   engines?: Engines;
+  /** The embedded database's warm-up while it runs, and how to stop it. */
+  databaseWarmUp?: { done: Promise<void>; stop: AbortController };
   audioProcess?: FinishedAudioProcess;
   runner?: TaskRunner;
   stream?: StreamService;
@@ -220,6 +229,8 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     );
     await http.ready();
     await runner.start();
+    if (options.warmUpDatabase === true && adapters.database.kind === 'pglite')
+      opened.databaseWarmUp = startDatabaseWarmUp(adapters.database, http.log);
     const wyoming = wyomingServer(config, adapters, services, http);
     opened.wyoming = wyoming;
     await wyoming?.listen();
@@ -248,6 +259,8 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
  * open (a one-shot waiting for its task) end before generation does.
  */
 async function closeApp(http: FastifyInstance, adapters: Adapters, opened: Opened): Promise<void> {
+  opened.databaseWarmUp?.stop.abort();
+  await opened.databaseWarmUp?.done;
   // Wyoming clients first: their tasks are cancelled while the runner and database still work.
   await opened.wyoming?.close();
   // Cut live streams first: a reader of a stuck task would otherwise hold http.close() open.
@@ -275,6 +288,23 @@ function finishedAudioProcess(config: AppConfig, events: TaskEvents): FinishedAu
     if (taskId === null || kind === 'deleted' || kind === 'token') audioProcess.forget(taskId);
   });
   return audioProcess;
+}
+
+/** Starts the embedded database's warm-up in the background; it logs how it ended, never throws. */
+function startDatabaseWarmUp(
+  database: DatabaseHandle,
+  log: FastifyBaseLogger,
+): { done: Promise<void>; stop: AbortController } {
+  const stop = new AbortController();
+  const started = performance.now();
+  const done = warmUpDatabase(database.db, stop.signal).then(
+    () => {
+      const ms = Math.round(performance.now() - started);
+      log.debug({ ms, stopped: stop.signal.aborted }, 'embedded database warmed up');
+    },
+    (err: unknown) => log.warn({ err }, 'warming up the embedded database failed'),
+  );
+  return { done, stop };
 }
 
 async function closeEngines(engines: Engines): Promise<void> {

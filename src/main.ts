@@ -29,6 +29,7 @@ async function main(): Promise<void> {
   const { buildApp } = await import('./app.js');
   const app = await buildApp(config, {
     database,
+    warmUpDatabase: true,
     ...(pretty && { logger: { stream: await prettyLogStream(process.stdout.isTTY) } }),
   });
   const log = app.http.log;

@@ -5,6 +5,7 @@
 import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { AccountsTable, ApiKeysTable, Database } from '../storage/schema.js';
 import type { Account, AccountStore, ApiKeyInfo, StoredApiKey } from './account-store.js';
+import { inTransaction } from '../storage/transaction.js';
 
 /** Advisory lock id of the first-run account creation (any constant of this service's own). */
 const FIRST_RUN_LOCK = 0x766f6963;
@@ -114,7 +115,7 @@ export class SqlAccountStore implements AccountStore {
   }
 
   async insertFirstAccount(account: Account, key: StoredApiKey): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
+    return inTransaction(this.db, async (trx) => {
       // Nodes starting together on one database take this lock first: one inserts, the others
       // then see an account exists.
       await sql`select pg_advisory_xact_lock(${FIRST_RUN_LOCK})`.execute(trx);

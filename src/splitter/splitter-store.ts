@@ -8,6 +8,7 @@ import { storageRefusal, type StorageLimits, type StorageRefusal } from '../stor
 import { lockAccount, writeWithinLimits } from '../storage/account-lock.js';
 import { fetchPage } from '../storage/paging.js';
 import type { Database, SplitterRow } from '../storage/schema.js';
+import { inTransaction } from '../storage/transaction.js';
 
 /** A splitter's row without its config, and the config's size in bytes. */
 export type SplitterSummaryRow = Omit<SplitterRow, 'config'> & { bytes: number };
@@ -105,7 +106,7 @@ export class SplitterStore {
     const grows = Buffer.byteLength(values.config, 'utf8') - Buffer.byteLength(expected.config, 'utf8');
     if (limits === undefined || limits.splitterBytes === 0 || grows <= 0)
       return this.updateIfUnchanged(this.db, accountId, id, expected, values);
-    return this.db.transaction().execute(async (trx) => {
+    return inTransaction(this.db, async (trx) => {
       await lockAccount(trx, accountId);
       const refused = storageRefusal(limits, await usage(trx, accountId), { splitterBytes: grows });
       return refused ?? this.updateIfUnchanged(trx, accountId, id, expected, values);

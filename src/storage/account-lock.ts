@@ -7,6 +7,7 @@ import {
   type StorageRefusal,
   type StorageUsage,
 } from './storage-limits.js';
+import { inTransaction } from './transaction.js';
 
 /** Locks `accountId`'s row until `trx` ends (FOR NO KEY UPDATE). */
 export async function lockAccount(trx: Transaction<Database>, accountId: string): Promise<void> {
@@ -30,7 +31,7 @@ export async function writeWithinLimits(
 ): Promise<StorageRefusal | undefined> {
   const early = storageRefusal(limits, await usage(db), adding);
   if (early !== undefined) return early;
-  return db.transaction().execute(async (trx) => {
+  return inTransaction(db, async (trx) => {
     await lockAccount(trx, accountId);
     const refused = storageRefusal(limits, await usage(trx), adding);
     if (refused === undefined) await write(trx);

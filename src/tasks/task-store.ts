@@ -16,6 +16,7 @@ import type {
   TaskStatus,
 } from '../storage/schema.js';
 import { LeaseLostError } from './queue/task-queue.js';
+import { inTransaction } from '../storage/transaction.js';
 
 /** The columns of a task that its list summary shows (never the request echo or piece texts). */
 const SUMMARY_COLUMNS = [
@@ -188,7 +189,7 @@ export class TaskStore {
     const accountId = task.account_id;
     const early = await this.refusalBeforeAdmission(accountId, task.characters, quotas, day, maxTaskBytes);
     if (early !== undefined) return early;
-    return this.db.transaction().execute(async (trx): Promise<Admission> => {
+    return inTransaction(this.db, async (trx): Promise<Admission> => {
       await lockAccount(trx, accountId);
       const usage = await usageInOneRead(trx, accountId, day, maxTaskBytes > 0);
       const refused = admissionRefusal(usage, task.characters, quotas, maxTaskBytes);
@@ -460,7 +461,7 @@ export class TaskStore {
         return { kind: 'claimed', task };
       }
     }
-    return this.db.transaction().execute(async (trx): Promise<ClaimOutcome> => {
+    return inTransaction(this.db, async (trx): Promise<ClaimOutcome> => {
       const current = await trx
         .selectFrom('tasks')
         .select(['account_id', 'cancel_reason'])
@@ -645,7 +646,7 @@ export class TaskStore {
     failedPiece: number | undefined,
     token: string,
   ): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
+    await inTransaction(this.db, async (trx) => {
       const result = await trx
         .updateTable('tasks')
         .set({ status: 'failed', error, updated_at: new Date() })

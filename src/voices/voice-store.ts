@@ -7,6 +7,7 @@ import { storageRefusal, type StorageLimits, type StorageRefusal } from '../stor
 import { lockAccount, writeWithinLimits } from '../storage/account-lock.js';
 import { fetchPage } from '../storage/paging.js';
 import type { Database, NewVoiceRow, VoiceRow, VoiceVersion } from '../storage/schema.js';
+import { inTransaction } from '../storage/transaction.js';
 
 /** An account's voices and the bytes of their uploaded samples. */
 export interface VoiceUsage {
@@ -58,7 +59,7 @@ export class VoiceStore {
     upload: { key: string; bytes: number },
     limits: StorageLimits,
   ): Promise<UploadOutcome> {
-    return this.db.transaction().execute(async (trx): Promise<UploadOutcome> => {
+    return inTransaction(this.db, async (trx): Promise<UploadOutcome> => {
       await lockAccount(trx, accountId);
       const row = await trx
         .selectFrom('voices')

@@ -53,6 +53,8 @@ export async function startTestApp(
     dataDir?: string;
     /** Logger option of buildApp, e.g. `{ stream }` (with LOG_LEVEL in env) to capture log lines; off by default. */
     logger?: AppOptions['logger'];
+    /** Warm up the embedded database in the background, as the service's entry point does. */
+    warmUpDatabase?: boolean;
   } = {},
 ): Promise<TestApp> {
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'voicegen-test-')));
@@ -67,6 +69,7 @@ export async function startTestApp(
   const app = await buildApp(config, {
     pgliteTemplate: await pgliteTemplate(),
     logger: options.logger ?? false,
+    warmUpDatabase: options.warmUpDatabase,
   });
   let baseUrl = '';
   if (options.listen) {
