@@ -1,7 +1,8 @@
 /**
  * Bursts of live tasks: `npm run bench:live-tasks` (env: TASKS, the first burst's size, default the
  * target; SECONDS, 30 of speech per task; ROUNDS, 3 bursts at most; SERVER_ENV; SERVER_NODE_ARGS,
- * e.g. `--cpu-prof`; SERVER_CPUS / CLIENT_CPUS, default 1 and 0; VERBOSE=1; WARM_BURSTS, 0, bursts
+ * e.g. `--cpu-prof`; SERVER_CPUS / CLIENT_CPUS, default 1 and 0; VERBOSE=1, every listener's first
+ * byte, underruns and least slack (the five closest to running dry, by task); WARM_BURSTS, 0, bursts
  * of WARM_TASKS, 8, run and printed before the counted ones, so that the code the bursts run is
  * compiled as on a server that has been serving a while).
  * A burst: N tasks created together by ceil(N/10) accounts, each with a listener the moment it is
@@ -55,6 +56,11 @@ interface ListenerResult {
   underruns: number;
   /** Seconds of audio played when each underrun began. */
   underrunsAt: number[];
+  /**
+   * The least audio the player held beyond the next tick's need, in seconds, over the whole
+   * stream (negative: what it missed at its first underrun): how close it came to running dry.
+   */
+  leastSlack: number;
   bytes: number;
 }
 
@@ -92,11 +98,13 @@ async function listen(streamUrl: string, agent: http.Agent): Promise<ListenerRes
     let lastTick = 0;
     let stalled = false;
     let ended = false;
+    let leastSlack = Number.POSITIVE_INFINITY;
     const clock = setInterval(() => {
       const now = performance.now();
       const buffered = bytes / BYTES_PER_SECOND - played;
       const step = (now - lastTick) / 1000;
       lastTick = now;
+      if (!ended && !stalled && bytes > 0) leastSlack = Math.min(leastSlack, buffered - step);
       if (buffered >= step) played += step;
       else if (!ended) {
         // The buffer ran dry while the stream goes on: an underrun (the player waits to refill).
@@ -122,7 +130,7 @@ async function listen(streamUrl: string, agent: http.Agent): Promise<ListenerRes
     response.on('end', () => {
       ended = true;
       clearInterval(clock);
-      resolve({ firstByteMs: first, notReadyRetries: retries, underruns, underrunsAt, bytes });
+      resolve({ firstByteMs: first, notReadyRetries: retries, underruns, underrunsAt, leastSlack, bytes });
     });
     response.on('error', (err) => {
       clearInterval(clock);
@@ -273,6 +281,20 @@ async function burst(server: BenchServer, n: number, round: number | string): Pr
       )}`,
     );
     console.log(`  to processing (ms): ${sorted(toProcessing, 0)}`);
+    const slack = runs.map((r) => r.listener.leastSlack * 1000);
+    const worst = runs
+      .map((r, k) => ({ k, ...r }))
+      .sort((x, y) => x.listener.leastSlack - y.listener.leastSlack)
+      .slice(0, 5)
+      .map(
+        (r) =>
+          `task ${r.k}: ${(r.listener.leastSlack * 1000).toFixed(0)} ms (first byte ${r.listener.firstByteMs.toFixed(0)} ms, ` +
+          `${r.sinceSent.toFixed(0)} ms since sent)`,
+      );
+    console.log(
+      `  least slack (ms; below 0: ran dry): min ${Math.min(...slack).toFixed(0)}, ` +
+        `p10 ${percentile(slack, 10).toFixed(0)}, p50 ${percentile(slack, 50).toFixed(0)}; lowest: ${worst.join('; ')}`,
+    );
   }
   const firstByteP99 = percentile(firstBytes, 99);
   const pass = late === 0 && firstByteP99 <= 1000 && underruns === 0;
