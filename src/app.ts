@@ -85,12 +85,6 @@ export interface AppOptions {
   database?: Promise<DatabaseHandle> | undefined;
   /** A voice whose first request should find its threads started: they start while storage opens. */
   warmUp?: VoiceBinding | undefined;
-  /**
-   * Run the service's statements on the embedded database in the background once the app is built
-   * (src/database-warm-up.ts), so that the first traffic finds its code compiled; the service's
-   * entry point asks for it. Nothing on PostgreSQL.
-   */
-  warmUpDatabase?: boolean | undefined;
 }
 
 export interface Services {
@@ -124,6 +118,12 @@ export interface App {
   wyoming: WyomingServer | undefined;
   /** The finished-audio process (FINISHED_AUDIO_PROCESS); undefined when it is off. */
   finishedAudio: FinishedAudioProcess | undefined;
+  /**
+   * Starts running the service's statements on the embedded database in the background
+   * (src/database-warm-up.ts), so that the first traffic finds their code compiled; the service's
+   * entry point calls it once it listens. Nothing on PostgreSQL; once only; `close` stops it.
+   */
+  warmUpDatabase(): void;
   /** Stops accepting requests, then releases workers and the database. */
   close(): Promise<void>;
 }
@@ -152,8 +152,10 @@ const SHUTDOWN_GRACE_MS = 2_000;
  */
 interface Opened {
   engines?: Engines;
-  /** The embedded database's warm-up while it runs, and how to stop it. */
+  /** The embedded database's warm-up once started, and how to stop it. */
   databaseWarmUp?: { done: Promise<void>; stop: AbortController };
+  /** Set once `close` was called: no warm-up starts after it. */
+  closing?: boolean;
   audioProcess?: FinishedAudioProcess;
   runner?: TaskRunner;
   stream?: StreamService;
@@ -229,8 +231,6 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
     );
     await http.ready();
     await runner.start();
-    if (options.warmUpDatabase === true && adapters.database.kind === 'pglite')
-      opened.databaseWarmUp = startDatabaseWarmUp(adapters.database, http.log);
     const wyoming = wyomingServer(config, adapters, services, http);
     opened.wyoming = wyoming;
     await wyoming?.listen();
@@ -243,7 +243,14 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
       rescanModels: engines.rescanModels,
       wyoming,
       finishedAudio: audioProcess,
-      close,
+      warmUpDatabase: () => {
+        if (adapters.database.kind === 'pglite' && opened.databaseWarmUp === undefined && !opened.closing)
+          opened.databaseWarmUp = startDatabaseWarmUp(adapters.database, http.log);
+      },
+      close: () => {
+        opened.closing = true;
+        return close();
+      },
     };
   } catch (err) {
     await close().catch((closeErr: unknown) =>
@@ -754,12 +761,18 @@ function tenantRoutes(config: AppConfig, adapters: Adapters, services: Services,
     );
     await scope.register(
       accountRoutes({
-        quotaReport: (accountId) => tasks.quotaReport(accountId),
-        storageUsage: async (accountId) => ({
-          ...(await voices.usage(accountId)),
-          ...(await splitters.usage(accountId)),
-          taskBytes: await tasks.storedAudioBytes(accountId),
-        }),
+        // Three reads asked together: one round trip on PostgreSQL, back to back on the embedded database.
+        usage: async (accountId) => {
+          const [ofTasks, ofVoices, ofSplitters] = await Promise.all([
+            tasks.accountReport(accountId),
+            voices.usage(accountId),
+            splitters.usage(accountId),
+          ]);
+          return {
+            quotas: ofTasks.quotas,
+            stored: { ...ofVoices, ...ofSplitters, taskBytes: ofTasks.taskBytes },
+          };
+        },
         storageLimits: config.storageLimits,
         nodeConcurrency: config.generationConcurrency,
       }),

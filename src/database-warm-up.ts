@@ -113,7 +113,7 @@ async function oneRound(trx: Transaction<Database>): Promise<void> {
   for (const id of ids) await generated(tasks, timings, id);
   await listed(tasks, voices, accountId, ids);
   await tasks.accountUsage(accountId);
-  await tasks.storedAudioBytes(accountId);
+  await tasks.accountUsageAndBytes(accountId);
 }
 
 function newTask(accountId: string, now: Date): TaskRow {

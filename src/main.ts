@@ -29,7 +29,6 @@ async function main(): Promise<void> {
   const { buildApp } = await import('./app.js');
   const app = await buildApp(config, {
     database,
-    warmUpDatabase: true,
     ...(pretty && { logger: { stream: await prettyLogStream(process.stdout.isTTY) } }),
   });
   const log = app.http.log;
@@ -81,6 +80,8 @@ async function main(): Promise<void> {
     );
   }
   log.info(`voice service ready at ${config.publicUrl} (data in ${config.dataDir})`);
+  // Listening first: the warm-up never delays the service's start.
+  if (!closing) app.warmUpDatabase();
 }
 
 /** What a first run prints: the new account's key, once, and a console URL that signs in with it. */

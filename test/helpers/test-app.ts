@@ -69,8 +69,8 @@ export async function startTestApp(
   const app = await buildApp(config, {
     pgliteTemplate: await pgliteTemplate(),
     logger: options.logger ?? false,
-    warmUpDatabase: options.warmUpDatabase,
   });
+  if (options.warmUpDatabase === true) app.warmUpDatabase();
   let baseUrl = '';
   if (options.listen) {
     await app.http.listen({ host: '127.0.0.1', port });
