@@ -28,6 +28,7 @@ import {
   CANCELLED_BY_CLIENT,
   utcDay,
   type AccountQuotas,
+  type AccountUsage,
   type Admission,
   type QuotaRefusal,
   type TaskStore,
@@ -379,11 +380,6 @@ export class TaskService implements StreamTaskLookup {
     return this.get(accountId, id);
   }
 
-  /** Bytes of task audio the account stores (account info's `usage.taskBytes`). */
-  async storedAudioBytes(accountId: string): Promise<number> {
-    return this.store.storedAudioBytes(accountId);
-  }
-
   /** Pending tasks of the accounts with the most of them, at most `limit` accounts (metrics). */
   async queueDepthByAccount(limit: number): Promise<{ accountId: string; pending: number }[]> {
     return this.store.pendingByAccount(limit);
@@ -391,7 +387,22 @@ export class TaskService implements StreamTaskLookup {
 
   /** The account's quotas and its current use of them. */
   async quotaReport(accountId: string, now = new Date()): Promise<AccountQuotaReport> {
-    const usage = await this.store.accountUsage(accountId, utcDay(now));
+    return this.quotaReportOf(await this.store.accountUsage(accountId, utcDay(now)), now);
+  }
+
+  /**
+   * `quotaReport` and the bytes of task audio the account stores (account info's
+   * `usage.taskBytes`), from one read.
+   */
+  async accountReport(
+    accountId: string,
+    now = new Date(),
+  ): Promise<{ quotas: AccountQuotaReport; taskBytes: number }> {
+    const usage = await this.store.accountUsageAndBytes(accountId, utcDay(now));
+    return { quotas: this.quotaReportOf(usage, now), taskBytes: usage.taskBytes };
+  }
+
+  private quotaReportOf(usage: AccountUsage, now: Date): AccountQuotaReport {
     const { maxQueuedTasks, maxConcurrentTasks, dailyCharacters } = this.quotas;
     const limited = (n: number): number | null => (n > 0 ? n : null);
     return {

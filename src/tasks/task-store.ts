@@ -220,9 +220,13 @@ export class TaskStore {
     return usageInOneRead(this.db, accountId, day);
   }
 
-  /** Bytes of task audio (merged and piece MP3s) the account stores. */
-  async storedAudioBytes(accountId: string): Promise<number> {
-    return Number((await usageInOneRead(this.db, accountId, utcDay(new Date()), true)).taskBytes);
+  /** `accountUsage` and the bytes of task audio (merged and piece MP3s) the account stores, in one read. */
+  async accountUsageAndBytes(
+    accountId: string,
+    day: string = utcDay(new Date()),
+  ): Promise<AccountUsage & { taskBytes: number }> {
+    const usage = await usageInOneRead(this.db, accountId, day, true);
+    return { ...usage, taskBytes: usage.taskBytes ?? 0 };
   }
 
   /**

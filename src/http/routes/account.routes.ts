@@ -13,10 +13,8 @@ import { accountSchema } from './account.schemas.js';
 
 /** Where account info comes from. */
 export interface AccountReports {
-  /** An account's task quotas and its use of them. */
-  quotaReport(accountId: string): Promise<AccountQuotaReport>;
-  /** What an account stores, in the units of `storageLimits`. */
-  storageUsage(accountId: string): Promise<StorageUsage>;
+  /** An account's task quotas and its use of them, and what it stores in the units of `storageLimits`. */
+  usage(accountId: string): Promise<{ quotas: AccountQuotaReport; stored: StorageUsage }>;
   storageLimits: StorageLimits;
   /** GENERATION_CONCURRENCY, for the hosted concurrency fields. */
   nodeConcurrency: number;
@@ -27,10 +25,7 @@ export function accountRoutes(reports: AccountReports) {
   return async (app: FastifyInstance): Promise<void> => {
     app.get('/api/account/info', { schema: accountSchema }, async (request) => {
       const account = accountOf(request);
-      const [quotas, stored] = await Promise.all([
-        reports.quotaReport(account.id),
-        reports.storageUsage(account.id),
-      ]);
+      const { quotas, stored } = await reports.usage(account.id);
       const storage = { limits: reports.storageLimits, usage: stored };
       const user = accountInfo(account, quotas, storage, reports.nodeConcurrency);
       return { ...ok(user), user };
