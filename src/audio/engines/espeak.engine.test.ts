@@ -319,6 +319,46 @@ describe('espeak engine', () => {
     }
   });
 
+  it('ranks a queued piece by where the piece before it really ended, once it has', async () => {
+    // "Story number 77." and "Story number 10." are estimated alike from their length, but the
+    // second is shorter spoken: its listener runs out first, so its next piece goes first.
+    const fresh = createEspeakEngine({ threads: 1 });
+    try {
+      const finished: string[] = [];
+      const say = async (text: string, label: string, onChunk = () => {}) => {
+        const full: SynthesisRequest = {
+          voice: { engine: 'espeak', voice: 'en-us' },
+          speechRate: 1,
+          text,
+          interactive: true,
+          startsAt: 0,
+        };
+        for await (const _ of fresh.synthesize(full, new AbortController().signal)) onChunk();
+        finished.push(label);
+      };
+      await say('Warm.', 'warm-up');
+      const second = ' The keeper climbed the stairs at dusk as every evening.';
+      const long = 'This sentence keeps the synthesis thread busy for a good while and '.repeat(5) + 'ends.';
+      let queued: Promise<void>[] | undefined;
+      const busy = say(long, 'busy', () => {
+        queued ??= [
+          say(`Story number 77.${second}`, 'seventy-seven'),
+          say(`Story number 10.${second}`, 'ten'),
+          // A third first piece: the pick after "ten"'s first piece comes after its end was heard.
+          say(`Story number 99.${second}`, 'ninety-nine'),
+        ];
+      });
+      await busy;
+      await Promise.all(queued ?? []);
+      assert.ok(
+        finished.indexOf('ten') < finished.indexOf('seventy-seven'),
+        `finished in order ${finished.join(', ')}`,
+      );
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it('yields nothing for text without sentences', async () => {
     assert.deepEqual(await speak({ text: '  \n ' }), []);
   });

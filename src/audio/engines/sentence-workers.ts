@@ -146,10 +146,25 @@ export class SentenceWorkers {
     /**
      * The queue rank of a piece: where it starts in the task's audio — the seconds synthesised
      * so far plus an estimate of the pieces submitted before it (about 14 characters a second).
+     * A piece is queued while the one before is still being spoken, so its rank is estimated;
+     * once the one before has ended, its real end replaces the estimate (the queue reads ranks
+     * when it picks): "Story number 30." and "Story number 37." estimate alike, but the first is
+     * shorter spoken, and its listener needs the next piece sooner.
      */
     let produced = 0;
     let submittedAhead = 0;
     const estimate = (text: string) => (text.length / 14) * req.speechRate;
+    /** Each piece's queue options (its rank is updated in place) and where it really starts, once known. */
+    const queued: SynthesisQueueOptions[] = [];
+    const startsAt: (number | undefined)[] = [req.startsAt ?? 0];
+    const ended = (i: number, samples: number) => {
+      const at = startsAt[i];
+      if (at === undefined) return;
+      const end = at + samples / CANONICAL_RATE;
+      startsAt[i + 1] = end;
+      const next = queued[i + 1];
+      if (next !== undefined) next.rank = end;
+    };
     // With a gain, the call's GainStage runs in the threads, handed from piece to piece: each
     // piece gets the port the previous one hands it over on, and one to hand it on.
     const gainDb = req.gainDb;
@@ -172,18 +187,25 @@ export class SentenceWorkers {
         if (from !== undefined) ports.push(from);
         if (channel !== undefined) ports.push(channel.port1);
       }
-      const rank = (req.startsAt ?? 0) + produced + submittedAhead;
+      const rank = startsAt[i] ?? (req.startsAt ?? 0) + produced + submittedAhead;
+      const options: SynthesisQueueOptions = {
+        interactive: req.interactive === true,
+        owner: req.owner,
+        rank,
+      };
+      queued[i] = options;
       // Not aborting a running task on purpose: piscina would kill the thread and its warm instance.
       const audio = new PieceAudio(
         (port) =>
           this.run(
             { ...taskFor(piece, i), port, ...(chain !== undefined && { chain }) },
-            { interactive: req.interactive === true, owner: req.owner, rank },
+            options,
             ports,
             // Asked only where it decides something: with a batch host.
             this.batchHost !== undefined && req.listened?.(rank) === true,
           ),
         chain !== undefined,
+        (samples) => ended(i, samples),
       );
       submittedAhead += estimate(piece.text);
       return audio;
@@ -252,11 +274,19 @@ class PieceAudio {
   readonly started: Promise<void>;
   private markStarted: () => void = () => {};
 
+  /** Samples arrived so far. */
+  private samples = 0;
+
   /**
    * `run` starts the worker's task with the port its chunks go to (transferred to the worker);
-   * `chained`: the task says when a thread took it (SENTENCE_STARTED).
+   * `chained`: the task says when a thread took it (SENTENCE_STARTED); `onEnd` hears how many
+   * samples the piece had once its last chunk has arrived.
    */
-  constructor(run: (port: MessagePort) => Promise<unknown>, chained = false) {
+  constructor(
+    run: (port: MessagePort) => Promise<unknown>,
+    chained = false,
+    onEnd: (samples: number) => void = () => undefined,
+  ) {
     const { port1, port2 } = new MessageChannel();
     this.port = port1;
     this.started = chained ? new Promise((resolve) => (this.markStarted = resolve)) : Promise.resolve();
@@ -268,7 +298,11 @@ class PieceAudio {
       if (message === SENTENCE_END) {
         this.ended = true;
         port1.close(); // nothing follows; an open port would keep the process alive
-      } else this.arrived.push(message);
+        onEnd(this.samples);
+      } else {
+        this.arrived.push(message);
+        this.samples += message.pcm.length;
+      }
       this.notify();
     });
     run(port2).catch((err: unknown) => {
