@@ -43,6 +43,12 @@ export interface SynthesisRequest {
   /** Seconds of its task's audio before this text: engines that queue work serve tasks further behind first. */
   startsAt?: number;
   /**
+   * When its task's audio began being made, in seconds of this process's `performance.now()`
+   * (by default when this call began, less `startsAt`): interactive work is due at that moment plus
+   * where it plays in its task, and engines that queue work serve the work due first first.
+   */
+  since?: number;
+  /**
    * The voice's loudness gain in dB, for an engine that applies it itself (`appliesGain`): one
    * GainStage over the whole call, run where the engine makes its samples. Set by the loudness
    * matching layer only.

@@ -284,36 +284,44 @@ describe('espeak engine', () => {
     }
   });
 
-  it('speaks the interactive piece furthest behind in its task first', async () => {
-    // One lane thread, inside a long piece: a piece 20 s into its task, then a task's first piece
-    // queue behind it; the first piece (its listener has nothing to play yet) goes first.
+  it('speaks the interactive piece due first first', async () => {
+    // One lane thread, inside a long piece: then a piece due in 2 s (12 s into a task whose audio
+    // began 10 s ago), a task's first piece (due now) and a piece due 1 s ago (9 s into that task)
+    // queue behind it; they are spoken by when they are due, not by when they came.
     const fresh = createEspeakEngine({ threads: 1 });
     try {
       const spoken: string[] = [];
-      const say = async (text: string, startsAt: number, label: string, onChunk = () => {}) => {
+      const say = async (
+        text: string,
+        at: { startsAt: number; since?: number },
+        label: string,
+        onChunk = () => {},
+      ) => {
         const full: SynthesisRequest = {
           voice: { engine: 'espeak', voice: 'en-us' },
           speechRate: 1,
           text,
           interactive: true,
-          startsAt,
+          ...at,
         };
         for await (const _ of fresh.synthesize(full, new AbortController().signal)) onChunk();
         spoken.push(label);
       };
-      await say('Warm.', 0, 'warm-up');
+      await say('Warm.', { startsAt: 0 }, 'warm-up');
       // No comma: one clause, one piece on the thread (~20 s of speech, yielded while spoken).
       const long = 'This sentence keeps the synthesis thread busy for a good while and '.repeat(5) + 'ends.';
       let queued: Promise<void>[] | undefined;
-      const busy = say(long, 0, 'busy', () => {
+      const busy = say(long, { startsAt: 0 }, 'busy', () => {
+        const tenSecondsAgo = performance.now() / 1000 - 10;
         queued ??= [
-          say('A piece well into its task.', 20, 'later piece'),
-          say('A first piece.', 0, 'first piece'),
+          say('A piece due later.', { startsAt: 12, since: tenSecondsAgo }, 'due later'),
+          say('A first piece.', { startsAt: 0 }, 'first piece'),
+          say('A piece already due.', { startsAt: 9, since: tenSecondsAgo }, 'overdue'),
         ];
       });
       await busy;
       await Promise.all(queued ?? []);
-      assert.deepEqual(spoken.slice(1), ['busy', 'first piece', 'later piece']);
+      assert.deepEqual(spoken.slice(1), ['busy', 'overdue', 'first piece', 'due later']);
     } finally {
       await fresh.close();
     }

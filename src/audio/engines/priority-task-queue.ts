@@ -1,7 +1,8 @@
 /**
  * A piscina task queue with two classes: tasks marked interactive (a one-shot or a short task a
- * client is waiting on) go before queued batch work, the piece furthest behind in its task's
- * audio first (a listener that has not started yet before one that is playing). Batch work is
+ * client is waiting on) go before queued batch work, the piece due first first (its rank: when
+ * its task's audio began being made plus where the piece plays in it, so the listener that will
+ * run dry first is served first, whichever task it listens to). Batch work is
  * shared fairly between its owners (accounts): the queue takes one task of each owner in turn, so
  * an account that runs many tasks at once gets no more of the threads than an account with one —
  * and, as every running task keeps at most a sentence or two queued, the tasks of an owner share
@@ -19,9 +20,10 @@ export interface SynthesisQueueOptions {
   /** Whose work it is (an account id); batch work is shared fairly between owners. */
   owner?: string | undefined;
   /**
-   * Where the work sits in its task's audio (seconds from the start): among interactive work, and
-   * within an owner's batch work, the task furthest behind goes first, so every live task's first
-   * sentence comes before anyone's tenth.
+   * Interactive work: when it is due (seconds on `performance.now()`'s clock), the earliest first.
+   * Batch work: where it sits in its task's audio (seconds from the start), within an owner the
+   * task furthest behind first, so every task's first sentence comes before anyone's tenth. The
+   * queue reads it when it picks: a sender may correct it while the task waits.
    */
   rank?: number | undefined;
 }

@@ -149,8 +149,12 @@ export class SentenceWorkers {
      * A piece is queued while the one before is still being spoken, so its rank is estimated;
      * once the one before has ended, its real end replaces the estimate (the queue reads ranks
      * when it picks): "Story number 30." and "Story number 37." estimate alike, but the first is
-     * shorter spoken, and its listener needs the next piece sooner.
+     * shorter spoken, and its listener needs the next piece sooner. An interactive piece's rank is
+     * when it is due: when its task's audio began being made plus where it starts, so that the
+     * lane serves the listener that will run dry first, whenever its task began; batch work is
+     * ranked within its owner's turn by where it starts alone.
      */
+    const due = req.interactive === true ? (req.since ?? performance.now() / 1000 - (req.startsAt ?? 0)) : 0;
     let produced = 0;
     let submittedAhead = 0;
     const estimate = (text: string) => (text.length / 14) * req.speechRate;
@@ -163,7 +167,7 @@ export class SentenceWorkers {
       const end = at + samples / CANONICAL_RATE;
       startsAt[i + 1] = end;
       const next = queued[i + 1];
-      if (next !== undefined) next.rank = end;
+      if (next !== undefined) next.rank = due + end;
     };
     // With a gain, the call's GainStage runs in the threads, handed from piece to piece: each
     // piece gets the port the previous one hands it over on, and one to hand it on.
@@ -187,7 +191,8 @@ export class SentenceWorkers {
         if (from !== undefined) ports.push(from);
         if (channel !== undefined) ports.push(channel.port1);
       }
-      const rank = startsAt[i] ?? (req.startsAt ?? 0) + produced + submittedAhead;
+      const at = startsAt[i] ?? (req.startsAt ?? 0) + produced + submittedAhead;
+      const rank = due + at;
       const options: SynthesisQueueOptions = {
         interactive: req.interactive === true,
         owner: req.owner,
@@ -202,7 +207,7 @@ export class SentenceWorkers {
             options,
             ports,
             // Asked only where it decides something: with a batch host.
-            this.batchHost !== undefined && req.listened?.(rank) === true,
+            this.batchHost !== undefined && req.listened?.(at) === true,
           ),
         chain !== undefined,
         (samples) => ended(i, samples),

@@ -322,6 +322,8 @@ export class TaskRunner {
       merged.catch(() => undefined); // awaited below, or moot once generation failed
       /** Samples of the task's audio before the next piece (pieces and silences): its place in the queue. */
       let before = 0;
+      /** When this delivery began making the task's audio: its pieces are due from then on. */
+      const since = performance.now() / 1000;
       /** What each piece recorded, in order: this delivery's, or an earlier one's kept here. */
       const generated: GeneratedPiece[] = [];
       for (const piece of pieces) {
@@ -331,7 +333,7 @@ export class TaskRunner {
           made = { samples: Number(piece.samples ?? 0), audioKey: piece.audio_key };
         } else {
           current = piece.idx;
-          made = await this.generatePiece(task, piece, lease, before / CANONICAL_RATE);
+          made = await this.generatePiece(task, piece, lease, before / CANONICAL_RATE, since);
         }
         generated.push(made);
         before += made.samples + intervalSamples(piece);
@@ -448,14 +450,15 @@ export class TaskRunner {
   }
 
   /**
-   * Generates one piece, starting `startsAt` seconds into the task's audio; answers what it
-   * recorded: its samples and its stored MP3's key.
+   * Generates one piece, starting `startsAt` seconds into the task's audio (made since `since`);
+   * answers what it recorded: its samples and its stored MP3's key.
    */
   private async generatePiece(
     task: TaskRow,
     piece: TaskContentRow,
     lease: TaskLease,
     startsAt: number,
+    since: number,
   ): Promise<GeneratedPiece> {
     const { store, pieceAudio, blobs, encoders } = this.deps;
     const { signal, token } = lease;
@@ -513,6 +516,7 @@ export class TaskRunner {
         // within an account the task furthest behind goes first.
         owner: task.account_id,
         startsAt,
+        since,
         listened,
       };
       // Timings are taken before the PCM is written (the writer may hand the array to the encoder)
