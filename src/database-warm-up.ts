@@ -13,7 +13,7 @@ import type { Kysely, Transaction } from 'kysely';
 import { SqlAccountStore } from './accounts/account-store.sql.js';
 import type { Database, TaskRow } from './storage/schema.js';
 import { LISTED_CONTENTS } from './tasks/task-service.js';
-import { TaskStore } from './tasks/task-store.js';
+import { newTaskRow, TaskStore } from './tasks/task-store.js';
 import { TimingStore } from './tasks/timings/timing-store.js';
 import { VoiceStore } from './voices/voice-store.js';
 
@@ -117,26 +117,15 @@ async function oneRound(trx: Transaction<Database>): Promise<void> {
 }
 
 function newTask(accountId: string, now: Date): TaskRow {
-  return {
+  return newTaskRow({
     id: randomUUID(),
-    account_id: accountId,
-    status: 'pending',
+    accountId,
     type: 'contents',
-    auth_token: randomUUID(),
+    authToken: randomUUID(),
     request: JSON.stringify({ contents: [] }),
     characters: 150,
-    error: null,
-    attempts: 0,
-    lease_token: null,
-    worker_url: null,
-    audio_key: null,
-    audio_bytes: '0',
-    duration_seconds: null,
-    created_at: now,
-    updated_at: now,
-    generated_at: null,
-    cancel_reason: null,
-  };
+    at: now,
+  });
 }
 
 /** What a dashboard and a player read: the task list page with its contents and voices, a task, its stream. */

@@ -29,6 +29,7 @@ import {
   utcDay,
   type AccountQuotas,
   type AccountUsage,
+  newTaskRow,
   type Admission,
   type QuotaRefusal,
   type TaskStore,
@@ -263,26 +264,15 @@ export class TaskService implements StreamTaskLookup {
     const now = new Date();
     const id = randomUUID();
     const characters = request.pieces.reduce((n, p) => n + codePointLength(p.text), 0);
-    const task: TaskRow = {
+    const task = newTaskRow({
       id,
-      account_id: accountId,
-      status: 'pending',
+      accountId,
       type: request.type,
-      auth_token: newStreamToken(),
+      authToken: newStreamToken(),
       request: JSON.stringify(request.echo),
       characters,
-      error: null,
-      attempts: 0,
-      lease_token: null,
-      worker_url: null,
-      audio_key: null,
-      audio_bytes: '0',
-      duration_seconds: null,
-      created_at: now,
-      updated_at: now,
-      generated_at: null,
-      cancel_reason: null,
-    };
+      at: now,
+    });
     const pieces = request.pieces.map((p, idx) => ({
       task_id: id,
       idx,

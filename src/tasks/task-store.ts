@@ -87,6 +87,39 @@ export interface NewTask {
   pieces: Insertable<TaskContentsTable>[];
 }
 
+/** The row of a new task: pending, never claimed, no audio yet. */
+export function newTaskRow(fields: {
+  id: string;
+  accountId: string;
+  type: string;
+  authToken: string;
+  /** The request as the task's detail echoes it (JSON). */
+  request: string;
+  characters: number;
+  at: Date;
+}): TaskRow {
+  return {
+    id: fields.id,
+    account_id: fields.accountId,
+    status: 'pending',
+    type: fields.type,
+    auth_token: fields.authToken,
+    request: fields.request,
+    characters: fields.characters,
+    error: null,
+    attempts: 0,
+    lease_token: null,
+    worker_url: null,
+    audio_key: null,
+    audio_bytes: '0',
+    duration_seconds: null,
+    created_at: fields.at,
+    updated_at: fields.at,
+    generated_at: null,
+    cancel_reason: null,
+  };
+}
+
 /** The error of a task its client cancelled (`POST /api/tts/generate/{id}/cancel`). */
 export const CANCELLED_BY_CLIENT = 'cancelled by the client';
 
