@@ -247,10 +247,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
         if (adapters.database.kind === 'pglite' && opened.databaseWarmUp === undefined && !opened.closing)
           opened.databaseWarmUp = startDatabaseWarmUp(adapters.database, http.log);
       },
-      close: () => {
-        opened.closing = true;
-        return close();
-      },
+      close,
     };
   } catch (err) {
     await close().catch((closeErr: unknown) =>
@@ -266,6 +263,7 @@ export async function buildApp(config: AppConfig, options: AppOptions = {}): Pro
  * open (a one-shot waiting for its task) end before generation does.
  */
 async function closeApp(http: FastifyInstance, adapters: Adapters, opened: Opened): Promise<void> {
+  opened.closing = true;
   opened.databaseWarmUp?.stop.abort();
   await opened.databaseWarmUp?.done;
   // Wyoming clients first: their tasks are cancelled while the runner and database still work.

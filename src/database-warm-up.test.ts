@@ -90,7 +90,7 @@ for (const adapter of adapters) {
       const added = { id: randomUUID(), name: `during-${randomUUID()}`, createdAt: new Date() };
       const [, page] = await Promise.all([
         accounts.insertAccount(added),
-        tasks.list(existing.id, 10, 0, undefined, { count: 2, chars: 10 }),
+        tasks.list(existing.id, 10, 0, undefined, { count: 2, textChars: 10 }),
       ]);
       assert.deepEqual(page, { rows: [], total: 0 });
       await warming;

@@ -130,10 +130,9 @@ function newTask(accountId: string, now: Date): TaskRow {
 
 /** What a dashboard and a player read: the task list page with its contents and voices, a task, its stream. */
 async function listed(tasks: TaskStore, voices: VoiceStore, accountId: string, ids: string[]): Promise<void> {
-  const contents = { count: LISTED_CONTENTS.count, chars: LISTED_CONTENTS.textChars };
-  const page = await tasks.list(accountId, 50, 0, undefined, contents);
+  const page = await tasks.list(accountId, 50, 0, undefined, LISTED_CONTENTS);
   await voices.getMany(accountId, [...new Set(page.rows.flatMap((row) => row.voiceIds))]);
-  await tasks.list(accountId, 20, 0, 'processing', contents);
+  await tasks.list(accountId, 20, 0, 'processing', LISTED_CONTENTS);
   for (const id of ids) {
     await tasks.get(id);
     await tasks.pieces(id);

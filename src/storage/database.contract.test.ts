@@ -43,7 +43,7 @@ const TEST_DEADLINE = { timeout: 120_000 };
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const REPO = resolve(HERE, '../..');
 /** What the task list asks of its rows' pieces in these tests: the first two, texts cut to three characters. */
-const LIST_CONTENTS = { count: 2, chars: 3 };
+const LIST_CONTENTS = { count: 2, textChars: 3 };
 
 let template: Promise<Blob> | undefined;
 /** One migrated PGlite dump per test run: each embedded database here starts from it (≈0.5 s, no initdb). */

@@ -435,11 +435,7 @@ export class TaskService implements StreamTaskLookup {
     query: Record<string, unknown>,
   ): Promise<{ items: TaskSummaryView[]; total: number }> {
     const q = parseInput(taskListQuerySchema, query);
-    const { count, textChars } = LISTED_CONTENTS;
-    const { rows, total } = await this.store.list(accountId, q.limit, q.offset, q.status, {
-      count,
-      chars: textChars,
-    });
+    const { rows, total } = await this.store.list(accountId, q.limit, q.offset, q.status, LISTED_CONTENTS);
     const pageVoices = await this.taskVoices(
       accountId,
       rows.flatMap((row) => row.voiceIds),

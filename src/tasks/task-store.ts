@@ -355,15 +355,15 @@ export class TaskStore {
   /**
    * A page of the account's tasks, newest first, in one statement: each row brings its pieces per
    * voice (voice id, count; ordered by each voice's first piece) and its first `contents.count`
-   * pieces, each text cut to `contents.chars` + 1 characters (so a caller can tell a cut text from
-   * one exactly `contents.chars` long) — what a list shows, never a whole text.
+   * pieces, each text cut to `contents.textChars` + 1 characters (so a caller can tell a cut text
+   * from one exactly `contents.textChars` long) — what a list shows, never a whole text.
    */
   async list(
     accountId: string,
     limit: number,
     offset: number,
     status: TaskStatus | undefined,
-    contents: { count: number; chars: number },
+    contents: { count: number; textChars: number },
   ): Promise<{ rows: (TaskSummaryRow & { firstPieces: ListedPieceRow[] })[]; total: number }> {
     let query = this.db.selectFrom('tasks').where('account_id', '=', accountId);
     if (status !== undefined) query = query.where('status', '=', status);
@@ -383,7 +383,7 @@ export class TaskStore {
           // Each piece as [idx, text, voice, status, samples, audio key, generated (ms since 1970)].
           sql<ListedPieceJson[] | null>`(
             select json_agg(json_build_array(
-              c.idx, left(c.text, ${contents.chars + 1}), c.voice_id, c.status, c.samples, c.audio_key,
+              c.idx, left(c.text, ${contents.textChars + 1}), c.voice_id, c.status, c.samples, c.audio_key,
               floor(extract(epoch from c.generated_at) * 1000)
             ) order by c.idx)
             from task_contents c where c.task_id = tasks.id and c.idx < ${contents.count}

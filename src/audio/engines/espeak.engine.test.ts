@@ -284,43 +284,57 @@ describe('espeak engine', () => {
     }
   });
 
+  /**
+   * An engine of one lane thread and `say`, which speaks a text as interactive work and records
+   * its label once spoken; `busy` keeps the thread in one long piece (one clause, ~20 s of speech)
+   * and calls `meanwhile` at its first chunk, to queue work behind it.
+   */
+  async function oneLaneThread(fresh: ReturnType<typeof createEspeakEngine>) {
+    const spoken: string[] = [];
+    const say = async (
+      text: string,
+      label: string,
+      at: Partial<SynthesisRequest> = {},
+      onChunk = () => {},
+    ) => {
+      const full: SynthesisRequest = {
+        voice: { engine: 'espeak', voice: 'en-us' },
+        speechRate: 1,
+        text,
+        interactive: true,
+        startsAt: 0,
+        ...at,
+      };
+      for await (const _ of fresh.synthesize(full, new AbortController().signal)) onChunk();
+      spoken.push(label);
+    };
+    await say('Warm.', 'warm-up');
+    const busy = async (meanwhile: () => Promise<void>[]) => {
+      const long = 'This sentence keeps the synthesis thread busy for a good while and '.repeat(5) + 'ends.';
+      let queued: Promise<void>[] | undefined;
+      await say(long, 'busy', {}, () => {
+        queued ??= meanwhile();
+      });
+      await Promise.all(queued ?? []);
+    };
+    return { spoken, say, busy };
+  }
+
   it('speaks the interactive piece due first first', async () => {
     // One lane thread, inside a long piece: then a piece due in 2 s (12 s into a task whose audio
     // began 10 s ago), a task's first piece (due now) and a piece due 1 s ago (9 s into that task)
     // queue behind it; they are spoken by when they are due, not by when they came.
     const fresh = createEspeakEngine({ threads: 1 });
     try {
-      const spoken: string[] = [];
-      const say = async (
-        text: string,
-        at: { startsAt: number; since?: number },
-        label: string,
-        onChunk = () => {},
-      ) => {
-        const full: SynthesisRequest = {
-          voice: { engine: 'espeak', voice: 'en-us' },
-          speechRate: 1,
-          text,
-          interactive: true,
-          ...at,
-        };
-        for await (const _ of fresh.synthesize(full, new AbortController().signal)) onChunk();
-        spoken.push(label);
-      };
-      await say('Warm.', { startsAt: 0 }, 'warm-up');
-      // No comma: one clause, one piece on the thread (~20 s of speech, yielded while spoken).
-      const long = 'This sentence keeps the synthesis thread busy for a good while and '.repeat(5) + 'ends.';
-      let queued: Promise<void>[] | undefined;
-      const busy = say(long, { startsAt: 0 }, 'busy', () => {
+      const { spoken, say, busy } = await oneLaneThread(fresh);
+      await busy(() => {
         const tenSecondsAgo = performance.now() / 1000 - 10;
-        queued ??= [
-          say('A piece due later.', { startsAt: 12, since: tenSecondsAgo }, 'due later'),
-          say('A first piece.', { startsAt: 0 }, 'first piece'),
-          say('A piece already due.', { startsAt: 9, since: tenSecondsAgo }, 'overdue'),
+        return [
+          say('A piece due later.', 'due later', { startsAt: 12, since: tenSecondsAgo }),
+          say('A first piece.', 'first piece'),
+          say('A piece already due.', 'overdue', { startsAt: 9, since: tenSecondsAgo }),
         ];
       });
-      await busy;
-      await Promise.all(queued ?? []);
       assert.deepEqual(spoken.slice(1), ['busy', 'overdue', 'first piece', 'due later']);
     } finally {
       await fresh.close();
@@ -332,35 +346,17 @@ describe('espeak engine', () => {
     // second is shorter spoken: its listener runs out first, so its next piece goes first.
     const fresh = createEspeakEngine({ threads: 1 });
     try {
-      const finished: string[] = [];
-      const say = async (text: string, label: string, onChunk = () => {}) => {
-        const full: SynthesisRequest = {
-          voice: { engine: 'espeak', voice: 'en-us' },
-          speechRate: 1,
-          text,
-          interactive: true,
-          startsAt: 0,
-        };
-        for await (const _ of fresh.synthesize(full, new AbortController().signal)) onChunk();
-        finished.push(label);
-      };
-      await say('Warm.', 'warm-up');
+      const { spoken, say, busy } = await oneLaneThread(fresh);
       const second = ' The keeper climbed the stairs at dusk as every evening.';
-      const long = 'This sentence keeps the synthesis thread busy for a good while and '.repeat(5) + 'ends.';
-      let queued: Promise<void>[] | undefined;
-      const busy = say(long, 'busy', () => {
-        queued ??= [
-          say(`Story number 77.${second}`, 'seventy-seven'),
-          say(`Story number 10.${second}`, 'ten'),
-          // A third first piece: the pick after "ten"'s first piece comes after its end was heard.
-          say(`Story number 99.${second}`, 'ninety-nine'),
-        ];
-      });
-      await busy;
-      await Promise.all(queued ?? []);
+      await busy(() => [
+        say(`Story number 77.${second}`, 'seventy-seven'),
+        say(`Story number 10.${second}`, 'ten'),
+        // A third first piece: the pick after "ten"'s first piece comes after its end was heard.
+        say(`Story number 99.${second}`, 'ninety-nine'),
+      ]);
       assert.ok(
-        finished.indexOf('ten') < finished.indexOf('seventy-seven'),
-        `finished in order ${finished.join(', ')}`,
+        spoken.indexOf('ten') < spoken.indexOf('seventy-seven'),
+        `finished in order ${spoken.join(', ')}`,
       );
     } finally {
       await fresh.close();
