@@ -302,7 +302,7 @@ function startDatabaseWarmUp(
 ): { done: Promise<void>; stop: AbortController } {
   const stop = new AbortController();
   const started = performance.now();
-  const done = warmUpDatabase(database.db, stop.signal).then(
+  const done = warmUpDatabase(database, stop.signal).then(
     () => {
       const ms = Math.round(performance.now() - started);
       log.debug({ ms, stopped: stop.signal.aborted }, 'embedded database warmed up');

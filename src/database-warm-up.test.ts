@@ -85,7 +85,7 @@ for (const adapter of adapters) {
       const existing = { id: randomUUID(), name: `before-${randomUUID()}`, createdAt: new Date() };
       await accounts.insertAccount(existing);
       const before = await rowCounts(handle);
-      const warming = warmUpDatabase(handle.db, new AbortController().signal, 3);
+      const warming = warmUpDatabase(handle, new AbortController().signal, 3);
       // Statements of the service meanwhile: answered, and what they write stays.
       const added = { id: randomUUID(), name: `during-${randomUUID()}`, createdAt: new Date() };
       const [, page] = await Promise.all([
@@ -104,7 +104,7 @@ for (const adapter of adapters) {
     test('stops at the round it is in when aborted', async () => {
       const stop = new AbortController();
       const before = await rowCounts(handle);
-      const warming = warmUpDatabase(handle.db, stop.signal, Number.MAX_SAFE_INTEGER);
+      const warming = warmUpDatabase(handle, stop.signal, Number.MAX_SAFE_INTEGER);
       setTimeout(() => stop.abort(), 50);
       await warming;
       assert.deepEqual(await rowCounts(handle), before);

@@ -9,8 +9,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { Kysely, Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import { SqlAccountStore } from './accounts/account-store.sql.js';
+import type { DatabaseHandle } from './storage/database.js';
 import type { Database, TaskRow } from './storage/schema.js';
 import { LISTED_CONTENTS } from './tasks/task-service.js';
 import { newTaskRow, TaskStore } from './tasks/task-store.js';
@@ -30,18 +31,20 @@ class RoundDone extends Error {}
 /**
  * Runs `rounds` rounds of the service's statements, each in its own transaction rolled back at its
  * end: nothing is ever committed, and other statements wait only for the round being run (a few
- * milliseconds), not for the whole warm-up. Stops early when `signal` aborts; a failing statement
- * ends it (the warm-up is an optimisation: the first real statement reports a real problem).
+ * milliseconds), not for the whole warm-up. Each round is background work: the event loop serves
+ * requests between its statements (waited for on the spot, the first rounds held it for tens of
+ * milliseconds each). Stops early when `signal` aborts; a failing statement ends it (the warm-up is
+ * an optimisation: the first real statement reports a real problem).
  */
 export async function warmUpDatabase(
-  db: Kysely<Database>,
+  database: Pick<DatabaseHandle, 'db' | 'inBackground'>,
   signal: AbortSignal,
   rounds = DATABASE_WARM_UP_ROUNDS,
 ): Promise<void> {
   for (let round = 0; round < rounds && !signal.aborted; round++) {
     try {
-      await db.transaction().execute(async (trx) => {
-        await oneRound(trx);
+      await database.db.transaction().execute(async (trx) => {
+        await database.inBackground(() => oneRound(trx));
         throw new RoundDone();
       });
     } catch (err) {

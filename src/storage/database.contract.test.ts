@@ -288,6 +288,36 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
       );
     });
 
+    test('a transaction run as background work lets the event loop turn between its statements', async () => {
+      // The embedded warm-up's transactions: waited for on the spot, each held the loop for tens
+      // of milliseconds right after start. Other transactions' statements still are.
+      const STATEMENTS = 20;
+      const turnsDuring = async (background: boolean): Promise<number> => {
+        let turns = 0;
+        let counting = true;
+        const count = () => {
+          turns++;
+          if (counting) setImmediate(count);
+        };
+        setImmediate(count);
+        await handle.db.transaction().execute(async (trx) => {
+          const statements = async () => {
+            for (let s = 0; s < STATEMENTS; s++) await sql`select count(*) from accounts`.execute(trx);
+          };
+          turns = 0;
+          await (background ? handle.inBackground(statements) : statements());
+          counting = false;
+        });
+        return turns;
+      };
+      const turns = await turnsDuring(true);
+      assert.ok(turns >= STATEMENTS, `${String(turns)} turns during ${String(STATEMENTS)} statements`);
+      if (adapter.kind === 'pglite') {
+        const inForeground = await turnsDuring(false);
+        assert.ok(inForeground < STATEMENTS, `${String(inForeground)} turns in the foreground`);
+      }
+    });
+
     test("a failed statement carries PostgreSQL's error fields; the database keeps working", async () => {
       await assert.rejects(sql`select 1 / 0 as never`.execute(handle.db), (err: unknown) => {
         assert.ok(err instanceof Error);

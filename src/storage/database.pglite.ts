@@ -101,6 +101,8 @@ class PgliteWorkerClient implements StatementRunner {
   private savedAt = performance.now();
   /** Statements sent whose callers have not had their answers yet. */
   private unanswered = 0;
+  /** Background work running (inBackground): its transactions' statements are not waited on the spot. */
+  private background = 0;
   /** Waited on the spot in this turn of the event loop (reset by the next turn). */
   private turnWaitedMs = 0;
   private turnResetScheduled = false;
@@ -200,7 +202,9 @@ class PgliteWorkerClient implements StatementRunner {
       this.inlineLeftMs + (now - this.savedAt) * INLINE_WAIT_SHARE,
     );
     this.savedAt = now;
-    if (inTransaction) return IN_TRANSACTION_INLINE_WAIT_MS;
+    // Background work calls inBackground inside its transaction, which holds the session from
+    // BEGIN to its end: meanwhile only that transaction's statements are sent in one.
+    if (inTransaction) return this.background > 0 ? 0 : IN_TRANSACTION_INLINE_WAIT_MS;
     return alone ? Math.min(INLINE_WAIT_MS, this.inlineLeftMs) : 0;
   }
 
@@ -244,6 +248,15 @@ class PgliteWorkerClient implements StatementRunner {
 
   queryInTransaction(sql: string, params: unknown[]) {
     return this.statement(sql, params, true);
+  }
+
+  async inBackground<T>(work: () => Promise<T>): Promise<T> {
+    this.background++;
+    try {
+      return await work();
+    } finally {
+      this.background--;
+    }
   }
 
   /** Closes the database (a clean shutdown of PostgreSQL) and waits for the worker to end. */
@@ -389,9 +402,11 @@ export async function openPgliteDatabase(options: PgliteDatabaseOptions): Promis
     throw err;
   }
   let closing: Promise<void> | undefined;
+  const runner = client;
   return {
     db,
     kind: 'pglite',
+    inBackground: (work) => runner.inBackground(work),
     close: () =>
       (closing ??= (async () => {
         try {

@@ -42,7 +42,12 @@ export async function openPostgresDatabase(options: PostgresDatabaseOptions): Pr
     throw err;
   }
   let closing: Promise<void> | undefined;
-  return { db, kind: 'postgres', close: () => (closing ??= db.destroy()) };
+  return {
+    db,
+    kind: 'postgres',
+    inBackground: (work) => work(),
+    close: () => (closing ??= db.destroy()),
+  };
 }
 
 /**

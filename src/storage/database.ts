@@ -13,6 +13,14 @@ import type { Database } from './schema.js';
 export interface DatabaseHandle {
   readonly db: Kysely<Database>;
   readonly kind: 'pglite' | 'postgres';
+  /**
+   * Runs `work`, the body of a transaction that no request waits for (the embedded database's
+   * warm-up), as background work: the answers to its statements are taken from this thread's event
+   * loop, never waited for on the spot, so the transaction does not hold the loop (on the embedded
+   * database it still holds the one session). Call it inside the transaction. PostgreSQL's
+   * statements are never waited for on the spot.
+   */
+  inBackground<T>(work: () => Promise<T>): Promise<T>;
   /** Closes connections (and, embedded, the engine and the DATA_DIR lock). Safe to call twice. */
   close(): Promise<void>;
 }
