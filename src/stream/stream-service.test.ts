@@ -83,12 +83,14 @@ class Fixture {
       piece: this.states.get(`${taskId}/${String(idx)}`) ?? 'waiting',
       taskUnfinished: true,
     }));
+    const streamView = async (id: string) => {
+      const view = this.views.get(id);
+      if (view === undefined) throw new AppError('GENERATE_NOT_FOUND', `task ${id} not found`);
+      return structuredClone(view);
+    };
     this.tasks = {
-      streamView: async (id) => {
-        const view = this.views.get(id);
-        if (view === undefined) throw new AppError('GENERATE_NOT_FOUND', `task ${id} not found`);
-        return structuredClone(view);
-      },
+      streamView,
+      liveStreamView: streamView,
       streamUrl: (id, token) => `http://test/api/tts/generate/${id}/stream.mp3?auth=${token}`,
       exists: async (id) => this.views.has(id),
     };

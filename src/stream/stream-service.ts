@@ -306,10 +306,19 @@ class DefaultStreamService implements StreamService {
     await this.files.remove();
   }
 
-  /** 401 missing token → 404 unknown task → 403 wrong token. */
-  private async authorize(taskId: string, query: Readonly<Record<string, unknown>>): Promise<StreamTaskView> {
+  /**
+   * 401 missing token → 404 unknown task → 403 wrong token. `live`: the view kept while the task's
+   * own row is unchanged, for the full-task stream (a crowd joining a live session then costs no
+   * database read each).
+   */
+  private async authorize(
+    taskId: string,
+    query: Readonly<Record<string, unknown>>,
+    live = false,
+  ): Promise<StreamTaskView> {
     const token = requireAuthToken(query.auth);
-    const task = await this.options.tasks.streamView(taskId);
+    const { tasks } = this.options;
+    const task = await (live ? tasks.liveStreamView(taskId) : tasks.streamView(taskId));
     if (!secretsEqual(token, task.authToken)) {
       throw new AppError('AUTH_FORBIDDEN', 'the auth token is not valid for this task');
     }
@@ -345,7 +354,7 @@ class DefaultStreamService implements StreamService {
     const { query } = request;
     const i = parseSessionId(query.i);
     const disposition = contentDispositionFromQuery(query['response-content-disposition']);
-    const task = await this.authorize(request.taskId, query);
+    const task = await this.authorize(request.taskId, query, request.contentIndex === undefined);
 
     let contentIndex: number | null = null;
     // A relay request (another node fanning this node's session out) is answered from the session

@@ -28,6 +28,11 @@ export interface StreamTaskView {
 export interface StreamTaskLookup {
   /** Throws GENERATE_NOT_FOUND for an unknown id. */
   streamView(taskId: string): Promise<StreamTaskView>;
+  /**
+   * The same view, kept while the task's own row is unchanged (its pieces' statuses and audio may
+   * be behind: for the full-task stream, which reads neither). Throws as `streamView`.
+   */
+  liveStreamView(taskId: string): Promise<StreamTaskView>;
   /** Whether the task exists now (read from the database, never remembered). */
   exists(taskId: string): Promise<boolean>;
   /** The full stream.mp3 URL of a task, including its auth token. */

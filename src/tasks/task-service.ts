@@ -202,15 +202,17 @@ export class TaskService implements StreamTaskLookup {
     private readonly options: TaskServiceOptions = {},
   ) {
     this.finished = new TtlCache(options.finishedCacheMs ?? 0, FINISHED_CACHE_ENTRIES);
-    // A task deleted or given a new token on another node is forgotten here too (best effort: an
-    // announcement missed in a lapse of the bus is covered by forgetting everything, and at worst
-    // by the cache's own time).
+    this.live = new TtlCache(options.finishedCacheMs ?? 0, FINISHED_CACHE_ENTRIES);
+    // A task deleted, given a new token, cancelled, claimed or finished on another node is
+    // forgotten here too (best effort: an announcement missed in a lapse of the bus is covered by
+    // forgetting everything, and at worst by the caches' own time).
     // The bus is the node's own and closes with it: this listener needs no unsubscribing.
     events.onAnnouncement((taskId, kind) => {
       if (taskId === null) {
         this.finished.clear();
         this.lookingUp.clear();
-      } else if (kind === 'deleted' || kind === 'token') this.forget(taskId);
+        this.live.clear();
+      } else if (kind !== null) this.forget(taskId);
     });
   }
 
@@ -225,6 +227,14 @@ export class TaskService implements StreamTaskLookup {
    * 1,000 lookups, serialised on the database, and waited seconds).
    */
   private readonly lookingUp = new Map<string, Promise<FinishedTask>>();
+  /**
+   * What the live stream reads of unfinished tasks, kept until the task's row changes (announced as
+   * `status`, or cancelled, deleted or given a new token; else for the cache's time): a crowd
+   * joining one live session then costs one database read, not one each, each waiting its turn
+   * behind the generation's writes. Pieces' progress does not end it: the full-task stream needs
+   * none of it.
+   */
+  private readonly live: TtlCache<string, FinishedTask>;
 
   /**
    * Refuses (429, or 413 for stored audio) a request to create a task when no task of the account
@@ -493,6 +503,7 @@ export class TaskService implements StreamTaskLookup {
   private forget(taskId: string): void {
     this.finished.delete(taskId);
     this.lookingUp.delete(taskId);
+    this.live.delete(taskId);
   }
 
   async exists(taskId: string): Promise<boolean> {
@@ -503,7 +514,14 @@ export class TaskService implements StreamTaskLookup {
     return (await this.lookUp(taskId)).view;
   }
 
-  /** The task's stream view and audio keys: remembered once it has finished, else read each time. */
+  async liveStreamView(taskId: string): Promise<StreamTaskView> {
+    return (this.finished.get(taskId) ?? this.live.get(taskId) ?? (await this.lookUp(taskId))).view;
+  }
+
+  /**
+   * The task's stream view and audio keys: remembered once it has finished, else read each time
+   * (and kept for `liveStreamView` until the task's row changes).
+   */
   private lookUp(taskId: string): Promise<FinishedTask> {
     const remembered = this.finished.get(taskId);
     if (remembered !== undefined) return Promise.resolve(remembered);
@@ -514,8 +532,7 @@ export class TaskService implements StreamTaskLookup {
     const lookup: Promise<FinishedTask> = this.readStreamRows(taskId).then(
       (found) => {
         const current = this.lookingUp.get(taskId) === lookup;
-        if (current && (found.view.status === 'generated' || found.view.status === 'failed'))
-          this.finished.set(taskId, found);
+        if (current) (finished(found.view.status) ? this.finished : this.live).set(taskId, found);
         if (current) this.lookingUp.delete(taskId);
         return found;
       },
@@ -601,8 +618,7 @@ export class TaskService implements StreamTaskLookup {
    */
   async finishedAudioKey(taskId: string, idx: number | null, auth: string): Promise<string | undefined> {
     const task = await this.lookUp(taskId).catch(() => undefined);
-    if (task === undefined || (task.view.status !== 'generated' && task.view.status !== 'failed'))
-      return undefined;
+    if (task === undefined || !finished(task.view.status)) return undefined;
     if (!secretsEqual(auth, task.view.authToken)) return undefined;
     return storedAudioKey(task, idx);
   }
@@ -732,6 +748,11 @@ export class TaskService implements StreamTaskLookup {
       estimatedDuration: Math.round((task.duration_seconds ?? estimate) * 1000) / 1000,
     };
   }
+}
+
+/** A task that has finished: its stream view no longer changes (but for its deletion or token). */
+function finished(status: TaskStatus): boolean {
+  return status === 'generated' || status === 'failed';
 }
 
 /** A task's stream token: 128 random bits, hex (the `auth` query parameter of its URLs). */

@@ -63,6 +63,7 @@ export class MemoryTaskEvents implements TaskEvents {
   waiterCount(taskId: string): number {
     return (
       this.emitter.listenerCount(eventName(taskId)) +
+      this.emitter.listenerCount(eventName(taskId, 'status')) +
       this.emitter.listenerCount(eventName(taskId, 'cancel')) +
       this.emitter.listenerCount(eventName(taskId, 'deleted')) +
       this.emitter.listenerCount(eventName(taskId, 'token'))

@@ -2,7 +2,8 @@
  * Task events across nodes over Redis pub/sub (the scale-out adapter of `TaskEvents`).
  *
  * All nodes share ONE channel (`<prefix>task-events`, message = `<sender> <task id>`,
- * `<sender> <kind> <task id>` for a cancellation, deletion or new token). Each node keeps one subscriber connection on it from start-up and
+ * `<sender> <kind> <task id>` for a change of the task's row, a cancellation, a deletion or a new
+ * token). Each node keeps one subscriber connection on it from start-up and
  * dispatches messages to its local waiters, so `nextChange()` costs no round trip and is listening
  * from the moment it is called. `changed()` wakes this node's waiters at once and publishes for the
  * others; a node skips its own messages when they come back (each would wake its waiters twice).
@@ -21,6 +22,7 @@ import type { TaskChangeFilter, TaskChangeKind, TaskEvents } from './task-events
 
 /** A kind other than progress travels as `<kind> <task id>` after the sender (`cancel <id>`, …); progress as the bare task id. */
 const KIND_PREFIXES: ReadonlyArray<[TaskChangeFilter, string]> = [
+  ['status', 'status '],
   ['cancel', 'cancel '],
   ['deleted', 'deleted '],
   ['token', 'token '],

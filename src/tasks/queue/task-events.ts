@@ -36,11 +36,13 @@ export interface TaskEvents {
 }
 
 /**
- * What kind of change an announcement is: progress of the task (default), a cancellation request,
- * the task's deletion (its live stream sessions end on every node), or a new stream token (every
- * node forgets the old one it may remember).
+ * What kind of change an announcement is: progress of the task (default: a piece started or
+ * finished), a change of the task's own row (claimed for generation, generated or failed: every
+ * node forgets the stream view it may keep), a cancellation request, the task's deletion (its live
+ * stream sessions end on every node), or a new stream token (every node forgets the old one it may
+ * remember).
  */
-export type TaskChangeKind = 'progress' | 'cancel' | 'deleted' | 'token';
+export type TaskChangeKind = 'progress' | 'status' | 'cancel' | 'deleted' | 'token';
 
 /** The kinds a waiter may wait for alone (every announcement wakes the waiters of any change). */
 export type TaskChangeFilter = Exclude<TaskChangeKind, 'progress'>;

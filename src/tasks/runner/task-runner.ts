@@ -244,7 +244,7 @@ export class TaskRunner {
       case 'busy':
         return ACCOUNT_BUSY;
       case 'cancelled':
-        events.changed(lease.taskId);
+        events.changed(lease.taskId, 'status');
         return;
       case 'claimed':
         break;
@@ -311,7 +311,8 @@ export class TaskRunner {
     const { store, events, log } = this.deps;
     const { signal, token } = lease;
     const aborted = this.running.get(task.id)?.signal;
-    events.changed(task.id);
+    // Claimed: processing, on this node.
+    events.changed(task.id, 'status');
     let current: number | undefined;
     // Stops the merged audio's encoding when the pieces' generation fails.
     const merging = new AbortController();
@@ -357,7 +358,7 @@ export class TaskRunner {
         token,
         mergedAudio?.bytes ?? 0,
       );
-      events.changed(task.id);
+      events.changed(task.id, 'status');
       log.info({ taskId: task.id, pieces: pieces.length }, 'task generated');
     } catch (err) {
       merging.abort(err);
@@ -424,7 +425,7 @@ export class TaskRunner {
       return isDependencyUnavailable(err) ? RETRY_LATER : undefined;
     }
     await this.discardPieceAudio(taskId);
-    events.changed(taskId);
+    events.changed(taskId, 'status');
   }
 
   /**
