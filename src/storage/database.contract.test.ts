@@ -290,9 +290,11 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
 
     test('a transaction run as background work lets the event loop turn between its statements', async () => {
       // The embedded warm-up's transactions: waited for on the spot, each held the loop for tens
-      // of milliseconds right after start. Other transactions' statements still are.
+      // of milliseconds right after start. Other transactions' statements still are, and the
+      // embedded one's too once another statement waits for the session.
       const STATEMENTS = 20;
-      const turnsDuring = async (background: boolean): Promise<number> => {
+      const turnsDuring = async (background: boolean, contended = false): Promise<number> => {
+        let waiting: Promise<unknown> | undefined;
         let turns = 0;
         let counting = true;
         const count = () => {
@@ -304,10 +306,16 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
           const statements = async () => {
             for (let s = 0; s < STATEMENTS; s++) await sql`select count(*) from accounts`.execute(trx);
           };
+          if (contended) {
+            waiting = sql`select 1`.execute(handle.db);
+            // At the session's gate (a turn later), waiting for this transaction to end.
+            await new Promise((resolve) => setImmediate(resolve));
+          }
           turns = 0;
           await (background ? handle.inBackground(statements) : statements());
           counting = false;
         });
+        await waiting;
         return turns;
       };
       const turns = await turnsDuring(true);
@@ -315,6 +323,8 @@ for (const adapter of [pgliteAdapter, postgresAdapter]) {
       if (adapter.kind === 'pglite') {
         const inForeground = await turnsDuring(false);
         assert.ok(inForeground < STATEMENTS, `${String(inForeground)} turns in the foreground`);
+        const waitedFor = await turnsDuring(true, true);
+        assert.ok(waitedFor < STATEMENTS, `${String(waitedFor)} turns with a statement waiting`);
       }
     });
 

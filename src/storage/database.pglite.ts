@@ -191,11 +191,12 @@ class PgliteWorkerClient implements StatementRunner {
 
   /**
    * How long a statement may wait on the spot: one inside a transaction always (it holds the only
-   * session: a turn of the loop between its statements would hold every other statement too); the
+   * session: a turn of the loop between its statements would hold every other statement too), but
+   * one of background work only while other statements wait for its transaction; the
    * one statement the worker has, within what is saved up of the main thread's share for waiting
    * (an answer behind others comes later anyway). Both spend from that share.
    */
-  private inlineAllowanceMs(inTransaction: boolean, alone: boolean): number {
+  private inlineAllowanceMs(inTransaction: boolean, alone: boolean, othersWaiting: boolean): number {
     const now = performance.now();
     this.inlineLeftMs = Math.min(
       INLINE_WAIT_BURST_MS,
@@ -203,19 +204,20 @@ class PgliteWorkerClient implements StatementRunner {
     );
     this.savedAt = now;
     // Background work calls inBackground inside its transaction, which holds the session from
-    // BEGIN to its end: meanwhile only that transaction's statements are sent in one.
-    if (inTransaction) return this.background > 0 ? 0 : IN_TRANSACTION_INLINE_WAIT_MS;
+    // BEGIN to its end: meanwhile only that transaction's statements are sent in one. It lets the
+    // event loop turn between them unless other statements wait for it to end.
+    if (inTransaction) return this.background > 0 && !othersWaiting ? 0 : IN_TRANSACTION_INLINE_WAIT_MS;
     return alone ? Math.min(INLINE_WAIT_MS, this.inlineLeftMs) : 0;
   }
 
-  private async statement(sql: string, params: unknown[], inTransaction: boolean) {
+  private async statement(sql: string, params: unknown[], inTransaction: boolean, othersWaiting = false) {
     if (this.stopped !== undefined) throw this.stopped;
     const id = this.nextId++;
     this.port.postMessage({ op: 'query', sql, params, id } satisfies PgliteRequest);
     const alone = this.unanswered++ === 0;
     try {
       const started = performance.now();
-      const inline = this.answerWithin(id, this.inlineAllowanceMs(inTransaction, alone));
+      const inline = this.answerWithin(id, this.inlineAllowanceMs(inTransaction, alone, othersWaiting));
       const waited = performance.now() - started;
       this.inlineLeftMs -= waited;
       this.chargeTurn(waited);
@@ -246,8 +248,8 @@ class PgliteWorkerClient implements StatementRunner {
     });
   }
 
-  queryInTransaction(sql: string, params: unknown[]) {
-    return this.statement(sql, params, true);
+  queryInTransaction(sql: string, params: unknown[], othersWaiting: boolean) {
+    return this.statement(sql, params, true, othersWaiting);
   }
 
   async inBackground<T>(work: () => Promise<T>): Promise<T> {

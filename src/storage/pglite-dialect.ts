@@ -32,9 +32,9 @@ export interface StatementRunner {
   /**
    * Runs a statement of an open transaction, if the runner can do it faster than `query` for that
    * case: the transaction holds the only session, so every wait between its statements holds up
-   * every other statement too.
+   * every other statement too — those waiting now when `othersWaiting`.
    */
-  queryInTransaction?(sql: string, params: unknown[]): Promise<StatementResult>;
+  queryInTransaction?(sql: string, params: unknown[], othersWaiting: boolean): Promise<StatementResult>;
   /**
    * Whether the calling thread has already waited on the spot for answers long enough in this
    * turn of its event loop: a new transaction then begins after a turn (see beginTransaction).
@@ -49,9 +49,10 @@ function runStatement(
   sql: string,
   params: unknown[],
   inTransaction: boolean,
+  othersWaiting: boolean,
 ): Promise<StatementResult> {
   return inTransaction && runner.queryInTransaction !== undefined
-    ? runner.queryInTransaction(sql, params)
+    ? runner.queryInTransaction(sql, params, othersWaiting)
     : runner.query(sql, params);
 }
 
@@ -63,8 +64,8 @@ class RunnerConnection implements DatabaseConnection {
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
     const params = [...query.parameters];
-    const result = await this.session.send(this, (inTransaction) =>
-      runStatement(this.runner, query.sql, params, inTransaction),
+    const result = await this.session.send(this, (inTransaction, othersWaiting) =>
+      runStatement(this.runner, query.sql, params, inTransaction, othersWaiting),
     );
     const rows = result.rows as R[];
     return result.affectedRows ? { rows, numAffectedRows: BigInt(result.affectedRows) } : { rows };
@@ -75,8 +76,11 @@ class RunnerConnection implements DatabaseConnection {
   }
 }
 
-/** Sends one statement (synchronously, when called) and answers its result. */
-type Send = (inTransaction: boolean) => Promise<StatementResult>;
+/**
+ * Sends one statement (synchronously, when called) and answers its result; `othersWaiting`: other
+ * statements wait for the transaction it belongs to.
+ */
+type Send = (inTransaction: boolean, othersWaiting: boolean) => Promise<StatementResult>;
 
 /**
  * Who may send a statement to the one session now. The runner runs statements in the order they
@@ -92,15 +96,15 @@ class SessionGate {
 
   /** Sends `send`'s statement for `connection` as soon as the session is free for it. */
   send(connection: RunnerConnection, send: Send): Promise<StatementResult> {
-    if (this.holder === connection) return send(true);
-    return this.whenFree(() => send(false));
+    if (this.holder === connection) return send(true, this.waiting.length > 0);
+    return this.whenFree(() => send(false, false));
   }
 
   /** Sends BEGIN for `connection` when the session is free, and keeps it for that transaction. */
   begin(connection: RunnerConnection, send: Send): Promise<StatementResult> {
     return this.whenFree(() => {
       this.holder = connection;
-      const sent = send(true);
+      const sent = send(true, this.waiting.length > 0);
       // A failed BEGIN opens no transaction (Kysely then sends no ROLLBACK): free the session.
       sent.catch(() => this.free(connection));
       return sent;
@@ -114,7 +118,7 @@ class SessionGate {
    */
   end(connection: RunnerConnection, send: Send): Promise<StatementResult> | undefined {
     if (this.holder !== connection) return undefined;
-    const sent = send(true);
+    const sent = send(true, this.waiting.length > 0);
     this.free(connection);
     return sent;
   }
@@ -150,8 +154,8 @@ class OneSessionDriver implements Driver {
 
   async releaseConnection(connection: DatabaseConnection): Promise<void> {
     // Kysely ends every transaction before releasing; should one stay open, roll it back.
-    await this.session.end(connection as RunnerConnection, () =>
-      runStatement(this.runner, 'rollback', [], true),
+    await this.session.end(connection as RunnerConnection, (_, othersWaiting) =>
+      runStatement(this.runner, 'rollback', [], true, othersWaiting),
     );
   }
 
@@ -163,8 +167,8 @@ class OneSessionDriver implements Driver {
     // turn of the event loop (50 task creations held it for up to a second): once the turn has
     // waited enough, the next one begins after the loop has served what came meanwhile.
     if (this.runner.turnSpent?.() === true) await nextTurn();
-    await this.session.begin(connection as RunnerConnection, (inTransaction) =>
-      runStatement(this.runner, begin, [], inTransaction),
+    await this.session.begin(connection as RunnerConnection, (inTransaction, othersWaiting) =>
+      runStatement(this.runner, begin, [], inTransaction, othersWaiting),
     );
   }
 
@@ -177,8 +181,8 @@ class OneSessionDriver implements Driver {
   }
 
   private async endTransaction(connection: DatabaseConnection, statement: 'commit' | 'rollback') {
-    await this.session.end(connection as RunnerConnection, () =>
-      runStatement(this.runner, statement, [], true),
+    await this.session.end(connection as RunnerConnection, (_, othersWaiting) =>
+      runStatement(this.runner, statement, [], true, othersWaiting),
     );
   }
 
