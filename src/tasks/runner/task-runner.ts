@@ -250,6 +250,9 @@ export class TaskRunner {
         break;
     }
     const task = claim.task;
+    // Processing on this node: kept stream views of it are stale from now (announced at once, so
+    // that a client who reads the new status finds no node on its own answering from the old one).
+    events.changed(task.id, 'status');
     if (task.attempts > MAX_ATTEMPTS) {
       const message = `generation was interrupted ${task.attempts - 1} times`;
       const outcome = await this.recordFailure(task.id, message, undefined, lease.token);
@@ -311,8 +314,7 @@ export class TaskRunner {
     const { store, events, log } = this.deps;
     const { signal, token } = lease;
     const aborted = this.running.get(task.id)?.signal;
-    // Claimed: processing, on this node.
-    events.changed(task.id, 'status');
+    events.changed(task.id);
     let current: number | undefined;
     // Stops the merged audio's encoding when the pieces' generation fails.
     const merging = new AbortController();
@@ -424,8 +426,11 @@ export class TaskRunner {
       log.error({ err, taskId }, 'could not mark task failed');
       return isDependencyUnavailable(err) ? RETRY_LATER : undefined;
     }
-    await this.discardPieceAudio(taskId);
+    // Announced before the piece audio is dropped: a reader who sees the task failed must not be
+    // answered from a stream view of it still processing.
     events.changed(taskId, 'status');
+    await this.discardPieceAudio(taskId);
+    events.changed(taskId);
   }
 
   /**
