@@ -201,40 +201,34 @@ export class TaskService implements StreamTaskLookup {
     private readonly events: TaskEvents,
     private readonly options: TaskServiceOptions = {},
   ) {
-    this.finished = new TtlCache(options.finishedCacheMs ?? 0, FINISHED_CACHE_ENTRIES);
-    this.live = new TtlCache(options.finishedCacheMs ?? 0, FINISHED_CACHE_ENTRIES);
+    this.remembered = new TtlCache(options.finishedCacheMs ?? 0, FINISHED_CACHE_ENTRIES);
     // A task deleted, given a new token, cancelled, claimed or finished on another node is
     // forgotten here too (best effort: an announcement missed in a lapse of the bus is covered by
     // forgetting everything, and at worst by the caches' own time).
     // The bus is the node's own and closes with it: this listener needs no unsubscribing.
     events.onAnnouncement((taskId, kind) => {
       if (taskId === null) {
-        this.finished.clear();
+        this.remembered.clear();
         this.lookingUp.clear();
-        this.live.clear();
       } else if (kind !== null) this.forget(taskId);
     });
   }
 
   /**
-   * What the audio and stream routes read of finished tasks, which never change but for their
-   * deletion: served without a database lookup per request.
+   * What the audio and stream routes read of tasks, as last read. A finished task's never changes
+   * but for its deletion or token: it serves every lookup without the database. An unfinished
+   * task's serves the full-task stream only (`liveStreamView`), which reads none of its pieces'
+   * progress, until the task's row changes (announced as `status`, or cancelled, deleted or given a
+   * new token; else for the cache's time): a crowd joining one live session then costs one database
+   * read, not one each, each waiting its turn behind the generation's writes.
    */
-  private readonly finished: TtlCache<string, FinishedTask>;
+  private readonly remembered: TtlCache<string, FinishedTask>;
   /**
    * Lookups of unfinished tasks in flight: requests for the same task that arrive meanwhile share
    * the answer instead of queueing their own (a crowd of listeners joining one live session made
    * 1,000 lookups, serialised on the database, and waited seconds).
    */
   private readonly lookingUp = new Map<string, Promise<FinishedTask>>();
-  /**
-   * What the live stream reads of unfinished tasks, kept until the task's row changes (announced as
-   * `status`, or cancelled, deleted or given a new token; else for the cache's time): a crowd
-   * joining one live session then costs one database read, not one each, each waiting its turn
-   * behind the generation's writes. Pieces' progress does not end it: the full-task stream needs
-   * none of it.
-   */
-  private readonly live: TtlCache<string, FinishedTask>;
 
   /**
    * Refuses (429, or 413 for stored audio) a request to create a task when no task of the account
@@ -501,9 +495,14 @@ export class TaskService implements StreamTaskLookup {
    * flight may have read the row before the change, so later requests do not share it either.
    */
   private forget(taskId: string): void {
-    this.finished.delete(taskId);
+    this.remembered.delete(taskId);
     this.lookingUp.delete(taskId);
-    this.live.delete(taskId);
+  }
+
+  /** The remembered view of `taskId` if it has finished (an unfinished one may be behind its pieces). */
+  private rememberedFinished(taskId: string): FinishedTask | undefined {
+    const task = this.remembered.get(taskId);
+    return task !== undefined && finished(task.view.status) ? task : undefined;
   }
 
   async exists(taskId: string): Promise<boolean> {
@@ -515,7 +514,7 @@ export class TaskService implements StreamTaskLookup {
   }
 
   async liveStreamView(taskId: string): Promise<StreamTaskView> {
-    return (this.finished.get(taskId) ?? this.live.get(taskId) ?? (await this.lookUp(taskId))).view;
+    return (this.remembered.get(taskId) ?? (await this.lookUp(taskId))).view;
   }
 
   /**
@@ -523,7 +522,7 @@ export class TaskService implements StreamTaskLookup {
    * (and kept for `liveStreamView` until the task's row changes).
    */
   private lookUp(taskId: string): Promise<FinishedTask> {
-    const remembered = this.finished.get(taskId);
+    const remembered = this.rememberedFinished(taskId);
     if (remembered !== undefined) return Promise.resolve(remembered);
     const shared = this.lookingUp.get(taskId);
     if (shared !== undefined) return shared;
@@ -532,7 +531,7 @@ export class TaskService implements StreamTaskLookup {
     const lookup: Promise<FinishedTask> = this.readStreamRows(taskId).then(
       (found) => {
         const current = this.lookingUp.get(taskId) === lookup;
-        if (current) (finished(found.view.status) ? this.finished : this.live).set(taskId, found);
+        if (current) this.remembered.set(taskId, found);
         if (current) this.lookingUp.delete(taskId);
         return found;
       },
@@ -604,7 +603,7 @@ export class TaskService implements StreamTaskLookup {
    * stored, where audioKeyFor (which answers every such case) must decide instead.
    */
   rememberedAudioKey(taskId: string, idx: number | null, auth: string): string | undefined {
-    const task = this.finished.get(taskId);
+    const task = this.rememberedFinished(taskId);
     if (task === undefined) return undefined;
     task.tokenDigest ??= secretDigest(task.view.authToken);
     if (!secretMatches(auth, task.tokenDigest)) return undefined;
